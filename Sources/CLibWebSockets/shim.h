@@ -1,0 +1,32 @@
+// The parts of libwebsockets 4.1.6 that Swift cannot import directly (macros,
+// multi-bit option values), wrapped as static inline functions. Nothing else.
+#ifndef COUNTDOWN_LWS_SHIM_H
+#define COUNTDOWN_LWS_SHIM_H
+
+#include <libwebsockets.h>
+#include <stdarg.h>
+
+/// Bytes lws needs in front of every buffer passed to lws_write.
+static inline size_t cds_lws_pre(void) { return LWS_PRE; }
+
+static inline uint64_t cds_option_validate_utf8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
+static inline uint64_t cds_option_security_headers(void) {
+  return LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE;
+}
+static inline uint64_t cds_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
+
+/// One sorted-usec-list timer that carries a user pointer, because lws hands
+/// a sul callback nothing but the sul itself. The sul must stay the first member.
+typedef struct cds_timer {
+  lws_sorted_usec_list_t sul;
+  void *user;
+} cds_timer_t;
+
+static inline void *cds_timer_user(lws_sorted_usec_list_t *sul) {
+  return ((cds_timer_t *)sul)->user;
+}
+
+/// lwsl_* are macros over the variadic _lws_log; Swift passes a plain string.
+static inline void cds_log(int level, const char *message) { _lws_log(level, "%s\n", message); }
+
+#endif

@@ -1,0 +1,261 @@
+/// A connection's handle inside the hub. The network layer maps it to its socket.
+public typealias ConnectionID = Int32
+
+/// Hears every published change and every forgotten session: the seam where
+/// durability, scale-out and metrics attach without touching the hub.
+public protocol HubObserver: AnyObject {
+  func hub(published patch: Patch, session: String)
+  func hub(forgot session: String)
+}
+
+/// All sessions, all viewers, and the one deadline heap: the whole server
+/// minus the sockets.
+///
+/// The network layer tells it what happened (`connect`, `receive`,
+/// `disconnect`, `advance`) with the current time, asks it which connections
+/// have something to write (`drainWritable`), and when a connection may be
+/// written, takes one frame from `nextFrame(for:)`. Each patch is encoded once
+/// per session; a viewer only remembers the last seq it was sent, so a slow
+/// viewer costs one merged frame, not a queue.
+///
+/// Not thread-safe: the one service thread owns it.
+public final class Hub {
+  private struct Session {
+    let id: String
+    var machine: SessionStateMachine
+    var viewers: [ConnectionID] = []
+    /// The latest patch, encoded once for every viewer one seq behind.
+    var patchFrame: [UInt8] = []
+    /// One merged catch-up frame, shared by every viewer at the same old seq.
+    var merged: (from: UInt64, to: UInt64, frame: [UInt8])?
+    var dirty = false
+  }
+
+  private struct Connection {
+    var session: Int32
+    /// Index in the session's `viewers`, for O(1) removal.
+    var position: Int32
+    var sentSeq: UInt64 = 0
+    var needsSnapshot = true
+    var replies: [[UInt8]] = []
+  }
+
+  /// Acks and errors a connection may have waiting; past this, replies are dropped.
+  public static let maxPendingReplies = 64
+
+  public let config: SessionConfig
+  public var observer: (any HubObserver)?
+
+  private var sessions: [Session?] = []
+  private var freeSessions: [Int32] = []
+  private var sessionIndex: [String: Int32] = [:]
+  private var connections: [Connection?] = []
+  private var freeConnections: [Int32] = []
+  private var heap = DeadlineHeap()
+  private var dirtySessions: [Int32] = []
+  private var dirtyConnections: [ConnectionID] = []
+
+  public private(set) var sessionCount = 0
+  public private(set) var connectionCount = 0
+
+  public init(config: SessionConfig) {
+    self.config = config
+  }
+
+  /// When `advance(now:)` is next needed, if ever.
+  public var nextWakeup: Int64? { heap.earliest }
+
+  /// The published state of a session, if it exists.
+  public func state(of session: String) -> (seq: UInt64, state: CountdownState)? {
+    guard let handle = sessionIndex[session], let slot = sessions[Int(handle)] else { return nil }
+    return (slot.machine.seq, slot.machine.published)
+  }
+
+  // MARK: Events
+
+  /// A viewer opened `/ws/<session>`; the session is created on first join.
+  /// The caller has checked `SessionID.isValid`.
+  public func connect(session id: String, now: Int64) -> ConnectionID {
+    let handle = sessionIndex[id] ?? createSession(id, now: now)
+    let connection = allocate(
+      Connection(session: handle, position: Int32(sessions[Int(handle)]!.viewers.count)),
+      in: &connections, free: &freeConnections)
+    connectionCount += 1
+    sessions[Int(handle)]!.viewers.append(connection)
+    let count = sessions[Int(handle)]!.viewers.count
+    apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
+    dirtyConnections.append(connection)
+    return connection
+  }
+
+  /// A viewer's connection closed.
+  public func disconnect(_ connection: ConnectionID, now: Int64) {
+    guard let closing = connections[Int(connection)] else { return }
+    let handle = closing.session
+    let moved = sessions[Int(handle)]!.viewers.removeLast()
+    if moved != connection {
+      sessions[Int(handle)]!.viewers[Int(closing.position)] = moved
+      connections[Int(moved)]!.position = closing.position
+    }
+    connections[Int(connection)] = nil
+    freeConnections.append(connection)
+    connectionCount -= 1
+    let count = sessions[Int(handle)]!.viewers.count
+    apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
+  }
+
+  /// One complete text message from a viewer: decode it, run it, queue the reply.
+  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) {
+    guard let handle = connections[Int(connection)]?.session else { return }
+    let message: ClientMessage
+    switch WireCodec.decode(text) {
+    case .failure(let error):
+      reply(WireCodec.error(error), to: connection)
+      return
+    case .success(let decoded):
+      message = decoded
+    }
+    let action: SessionStateMachine.Action
+    switch message.command {
+    case .start(let seconds, let finishedLabel):
+      action = sessions[Int(handle)]!.machine.start(
+        seconds: seconds ?? config.defaultSeconds, finishedLabel: finishedLabel, now: now)
+    case .cancel:
+      action = sessions[Int(handle)]!.machine.cancel(now: now)
+    }
+    if case .reject(let code) = action {
+      reply(WireCodec.error(CommandError(code, Self.explain(code), id: message.id)), to: connection)
+      return
+    }
+    apply(action, to: handle)
+    reply(WireCodec.ack(id: message.id, seq: sessions[Int(handle)]!.machine.seq), to: connection)
+  }
+
+  /// Time passed: run every session whose deadline is due.
+  public func advance(now: Int64) {
+    // Collect first, so a session is advanced at most once per call.
+    var due: [Int32] = []
+    while let handle = heap.popDue(now: now) { due.append(handle) }
+    for handle in due where sessions[Int(handle)] != nil {
+      apply(sessions[Int(handle)]!.machine.advance(now: now), to: handle)
+    }
+  }
+
+  // MARK: Writing
+
+  /// Calls `body` for every connection that has something new to write since
+  /// the last drain. A connection may be named more than once.
+  public func drainWritable(_ body: (ConnectionID) -> Void) {
+    for handle in dirtySessions {
+      guard let session = sessions[Int(handle)] else { continue }
+      sessions[Int(handle)]!.dirty = false
+      for viewer in session.viewers { body(viewer) }
+    }
+    dirtySessions.removeAll(keepingCapacity: true)
+    for connection in dirtyConnections where connections[Int(connection)] != nil {
+      body(connection)
+    }
+    dirtyConnections.removeAll(keepingCapacity: true)
+  }
+
+  /// The one frame to write now to `connection`, or nil when it is up to date.
+  /// Order: the snapshot, then the state (merged into one patch if it lags),
+  /// then acks and errors, so an ack never precedes its patch.
+  public func nextFrame(for connection: ConnectionID, now: Int64) -> [UInt8]? {
+    guard var viewer = connections[Int(connection)] else { return nil }
+    defer { connections[Int(connection)] = viewer }
+    let handle = Int(viewer.session)
+    let machine = sessions[handle]!.machine
+    if viewer.needsSnapshot {
+      viewer.needsSnapshot = false
+      viewer.sentSeq = machine.seq
+      return WireCodec.snapshot(
+        session: sessions[handle]!.id, seq: machine.seq, serverTime: now, state: machine.published)
+    }
+    if viewer.sentSeq < machine.seq {
+      let from = viewer.sentSeq
+      viewer.sentSeq = machine.seq
+      if from + 1 == machine.seq { return sessions[handle]!.patchFrame }
+      if let merged = sessions[handle]!.merged, merged.from == from, merged.to == machine.seq {
+        return merged.frame
+      }
+      let frame = WireCodec.patch(
+        Patch(seq: machine.seq, fields: machine.changes(since: from), state: machine.published))
+      sessions[handle]!.merged = (from, machine.seq, frame)
+      return frame
+    }
+    if !viewer.replies.isEmpty { return viewer.replies.removeFirst() }
+    return nil
+  }
+
+  /// Whether `connection` still has something to write after the last frame.
+  public func hasPending(_ connection: ConnectionID) -> Bool {
+    guard let viewer = connections[Int(connection)] else { return false }
+    let seq = sessions[Int(viewer.session)]!.machine.seq
+    return viewer.needsSnapshot || viewer.sentSeq < seq || !viewer.replies.isEmpty
+  }
+
+  // MARK: Internals
+
+  private static func explain(_ code: ErrorCode) -> String {
+    switch code {
+    case .busy: "a countdown is already running in this session"
+    case .notRunning: "no countdown is running in this session"
+    case .badRequest: "the command's fields are out of range"
+    case .badJSON: "the message is not valid JSON"
+    }
+  }
+
+  private func reply(_ frame: [UInt8], to connection: ConnectionID) {
+    guard connections[Int(connection)]!.replies.count < Self.maxPendingReplies else { return }
+    connections[Int(connection)]!.replies.append(frame)
+    dirtyConnections.append(connection)
+  }
+
+  private func apply(_ action: SessionStateMachine.Action, to handle: Int32) {
+    switch action {
+    case .broadcast(let patch, let next):
+      sessions[Int(handle)]!.patchFrame = WireCodec.patch(patch)
+      if !sessions[Int(handle)]!.dirty {
+        sessions[Int(handle)]!.dirty = true
+        dirtySessions.append(handle)
+      }
+      heap.set(handle, to: next)
+      observer?.hub(published: patch, session: sessions[Int(handle)]!.id)
+    case .schedule(let next):
+      heap.set(handle, to: next)
+    case .expire:
+      forget(handle)
+    case .reject:
+      break
+    }
+  }
+
+  private func createSession(_ id: String, now: Int64) -> Int32 {
+    let handle = allocate(
+      Session(id: id, machine: SessionStateMachine(config: config, now: now)),
+      in: &sessions, free: &freeSessions)
+    sessionIndex[id] = handle
+    sessionCount += 1
+    return handle
+  }
+
+  private func forget(_ handle: Int32) {
+    guard let session = sessions[Int(handle)], session.viewers.isEmpty else { return }
+    heap.set(handle, to: nil)
+    sessionIndex[session.id] = nil
+    sessions[Int(handle)] = nil
+    freeSessions.append(handle)
+    sessionCount -= 1
+    observer?.hub(forgot: session.id)
+  }
+
+  private func allocate<T>(_ value: T, in slab: inout [T?], free: inout [Int32]) -> Int32 {
+    if let reused = free.popLast() {
+      slab[Int(reused)] = value
+      return reused
+    }
+    slab.append(value)
+    return Int32(slab.count - 1)
+  }
+}

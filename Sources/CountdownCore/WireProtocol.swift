@@ -1,0 +1,218 @@
+/// The `code` of an error message, as documented in the README.
+public enum ErrorCode: String, Error, Equatable, Sendable {
+  case badJSON = "bad_json"
+  case badRequest = "bad_request"
+  case busy
+  case notRunning = "not_running"
+}
+
+/// A command from a client, decoded and validated.
+public enum ClientCommand: Equatable, Sendable {
+  /// `seconds` is nil when the client left it out: the server's default applies.
+  case start(seconds: Int?, finishedLabel: String?)
+  case cancel
+}
+
+/// Why a client message was refused, with the `id` to echo (nil when it had none).
+public struct CommandError: Error, Equatable, Sendable {
+  public var code: ErrorCode
+  public var message: String
+  public var id: CommandID?
+
+  public init(_ code: ErrorCode, _ message: String, id: CommandID? = nil) {
+    self.code = code
+    self.message = message
+    self.id = id
+  }
+}
+
+/// A command's `id`, kept as the JSON text to echo back verbatim.
+public struct CommandID: Equatable, Sendable {
+  public let json: [UInt8]
+  public static let maxStringLength = 128
+
+  init?(_ value: JSONValue) {
+    var writer = JSONWriter(reservingCapacity: 16)
+    switch value {
+    case .number(let literal): writer.raw(Array(literal.utf8))
+    case .string(let text) where text.unicodeScalars.count <= Self.maxStringLength:
+      writer.string(text)
+    default: return nil
+    }
+    json = writer.bytes
+  }
+}
+
+/// A decoded message: the command and its id.
+public struct ClientMessage: Equatable, Sendable {
+  public var command: ClientCommand
+  public var id: CommandID?
+}
+
+/// Turns client text into commands, and state into server messages.
+public enum WireCodec {
+  /// Decodes one text frame. Every failure names the error code the client gets.
+  public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
+    let value: JSONValue
+    do throws(JSONParseError) {
+      value = try JSONParser.parse(text)
+    } catch {
+      switch error {
+      case .syntax:
+        return .failure(CommandError(.badJSON, "the message is not valid JSON"))
+      case .tooDeep:
+        return .failure(
+          CommandError(.badRequest, "JSON nested deeper than \(JSONParser.defaultMaxDepth) levels"))
+      case .duplicateKey(let key):
+        return .failure(CommandError(.badRequest, "duplicate key \"\(key)\""))
+      }
+    }
+    guard case .object(let fields) = value else {
+      return .failure(CommandError(.badRequest, "a command must be a JSON object"))
+    }
+    var id: CommandID?
+    if let raw = fields["id"] {
+      guard let parsed = CommandID(raw) else {
+        return .failure(
+          CommandError(
+            .badRequest,
+            "id must be a number or a string of at most \(CommandID.maxStringLength) characters"))
+      }
+      id = parsed
+    }
+    func fail(_ message: String) -> Result<ClientMessage, CommandError> {
+      .failure(CommandError(.badRequest, message, id: id))
+    }
+    guard case .string(let op)? = fields["op"] else { return fail("op must be a string") }
+    switch op {
+    case "start":
+      var seconds: Int?
+      if let raw = fields["seconds"] {
+        guard let value = raw.integer, SessionConfig.secondsRange.contains(value) else {
+          return fail(
+            "seconds must be an integer from \(SessionConfig.secondsRange.lowerBound) to \(SessionConfig.secondsRange.upperBound)"
+          )
+        }
+        seconds = value
+      }
+      var finishedLabel: String?
+      if let raw = fields["finishedLabel"] {
+        guard case .string(let label) = raw, !label.isEmpty,
+          label.count <= SessionConfig.maxFinishedLabelLength
+        else {
+          return fail(
+            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters"
+          )
+        }
+        finishedLabel = label
+      }
+      return .success(
+        ClientMessage(command: .start(seconds: seconds, finishedLabel: finishedLabel), id: id))
+    case "cancel":
+      return .success(ClientMessage(command: .cancel, id: id))
+    default:
+      return fail("unknown op \"\(op)\"")
+    }
+  }
+
+  /// `{"type":"snapshot",...}`: the whole state, always a connection's first message.
+  public static func snapshot(
+    session: String, seq: UInt64, serverTime: Int64, state: CountdownState
+  )
+    -> [UInt8]
+  {
+    var writer = JSONWriter()
+    writer.raw("{\"type\":\"snapshot\",\"session\":")
+    writer.string(session)
+    writer.raw(",\"seq\":")
+    writer.integer(seq)
+    writer.raw(",\"serverTime\":")
+    writer.integer(serverTime)
+    writer.raw(",\"state\":")
+    writeFields(.all, of: state, to: &writer)
+    writer.raw("}")
+    return writer.bytes
+  }
+
+  /// `{"type":"patch",...}`: only `patch.fields`, as an RFC 7396 merge patch.
+  public static func patch(_ patch: Patch) -> [UInt8] {
+    var writer = JSONWriter(reservingCapacity: 128)
+    writer.raw("{\"type\":\"patch\",\"seq\":")
+    writer.integer(patch.seq)
+    writer.raw(",\"patch\":")
+    writeFields(patch.fields, of: patch.state, to: &writer)
+    writer.raw("}")
+    return writer.bytes
+  }
+
+  public static func ack(id: CommandID?, seq: UInt64) -> [UInt8] {
+    var writer = JSONWriter(reservingCapacity: 48)
+    writer.raw("{\"type\":\"ack\",\"id\":")
+    writeID(id, to: &writer)
+    writer.raw(",\"seq\":")
+    writer.integer(seq)
+    writer.raw("}")
+    return writer.bytes
+  }
+
+  public static func error(_ error: CommandError) -> [UInt8] {
+    var writer = JSONWriter(reservingCapacity: 96)
+    writer.raw("{\"type\":\"error\",\"id\":")
+    writeID(error.id, to: &writer)
+    writer.raw(",\"code\":")
+    writer.string(error.code.rawValue)
+    writer.raw(",\"message\":")
+    writer.string(error.message)
+    writer.raw("}")
+    return writer.bytes
+  }
+
+  private static func writeID(_ id: CommandID?, to writer: inout JSONWriter) {
+    if let id { writer.raw(id.json) } else { writer.raw("null") }
+  }
+
+  private static func writeFields(
+    _ fields: FieldSet, of state: CountdownState, to writer: inout JSONWriter
+  ) {
+    writer.raw("{")
+    var first = true
+    func key(_ name: StaticString) {
+      if !first { writer.raw(",") }
+      first = false
+      writer.raw(name)
+    }
+    if fields.contains(.phase) {
+      key("\"phase\":")
+      writer.string(state.phase.rawValue)
+    }
+    if fields.contains(.spinner) {
+      key("\"spinner\":")
+      writer.bool(state.spinner)
+    }
+    if fields.contains(.enabled) {
+      key("\"enabled\":")
+      writer.bool(state.enabled)
+    }
+    if fields.contains(.label) {
+      key("\"label\":")
+      writer.string(state.label)
+    }
+    if fields.contains(.remaining) {
+      key("\"remaining\":")
+      writer.integer(state.remaining)
+    }
+    if fields.contains(.duration) {
+      key("\"duration\":")
+      writer.integer(state.duration)
+    }
+    if fields.contains(.endsAt) {
+      key("\"endsAt\":")
+      if let endsAt = state.endsAt { writer.integer(endsAt) } else { writer.raw("null") }
+    }
+    if fields.contains(.viewers) {
+      key("\"viewers\":")
+      writer.integer(state.viewers)
+    }
+    writer.raw("}")
+  }
+}

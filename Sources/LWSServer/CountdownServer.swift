@@ -1,0 +1,246 @@
+import CLibWebSockets
+import CountdownCore
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The libwebsockets side of the server: one context, one service thread (the
+/// caller of `run`), one timer, and the mapping from hub connections to sockets.
+///
+/// Every lws call happens on the thread inside `run`. The only entry from other
+/// threads (or a signal handler) is `requestStop`, which calls nothing but
+/// `lws_cancel_service`.
+public final class CountdownServer {
+  public static let subprotocol = "countdown.v1"
+
+  let config: ServerConfig
+  let hub: Hub
+  let clock: any WallClock
+
+  /// The socket of each hub connection, by `ConnectionID`.
+  var sockets: [OpaquePointer?] = []
+  /// Fragments received so far of each connection's current message.
+  var partialMessages: [[UInt8]] = []
+  /// One reusable write buffer with `LWS_PRE` bytes of headroom.
+  private var scratch: UnsafeMutableRawBufferPointer
+  private let timer: UnsafeMutablePointer<cds_timer_t>
+  private var timerDue: Int64?
+  private var context: OpaquePointer?
+  /// C strings and structs the context points into; freed after it is destroyed.
+  private var retained: [UnsafeMutableRawPointer] = []
+
+  public init(config: ServerConfig, hub: Hub, clock: any WallClock = SystemClock()) {
+    self.config = config
+    self.hub = hub
+    self.clock = clock
+    scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
+    timer = .allocate(capacity: 1)
+    timer.initialize(to: cds_timer_t())
+  }
+
+  deinit {
+    scratch.deallocate()
+    timer.deallocate()
+    for pointer in retained { free(pointer) }
+  }
+
+  // MARK: Lifecycle
+
+  /// Listens, calls `onListening` with the bound port, then services the
+  /// socket until `requestStop`. Runs on (and becomes) the service thread.
+  public func run(onListening: (Int) -> Void) throws(LWSError) {
+    lws_set_log_level(getenv("CDS_DEBUG") != nil ? 0xff : (LLL_ERR | LLL_WARN), nil)
+    var info = lws_context_creation_info()
+    info.port = Int32(config.port)
+    info.iface = retain(config.host)
+    info.protocols = UnsafePointer(makeProtocols())
+    info.mounts = UnsafePointer(makeMounts())
+    info.pvo = UnsafePointer(makeProtocolOptions())
+    info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
+    info.options = cds_option_validate_utf8() | cds_option_security_headers()
+    if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
+    info.user = Unmanaged.passUnretained(self).toOpaque()
+
+    guard let created = lws_create_context(&info) else {
+      throw .contextCreationFailed(host: config.host, port: config.port)
+    }
+    context = created
+    ActiveContext.install(created)
+    defer {
+      ActiveContext.install(nil)
+      lws_context_destroy(created)
+      context = nil
+    }
+    let vhost = lws_get_vhost_by_name(created, "default")
+    onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
+
+    while !ActiveContext.stopRequested {
+      let code = lws_service(created, 0)
+      if code < 0 { throw .serviceFailed(code: code) }
+    }
+  }
+
+  /// Asks the service loop to finish. Safe from a signal handler.
+  public static func requestStop() {
+    ActiveContext.requestStop()
+  }
+
+  // MARK: Called from the callbacks, on the service thread
+
+  /// Pushes what the hub has to write to lws, and re-arms the one timer.
+  func flush() {
+    hub.drainWritable { connection in
+      if let wsi = sockets[Int(connection)] { lws_callback_on_writable(wsi) }
+    }
+    armTimer()
+  }
+
+  func requestWritable(_ wsi: OpaquePointer) {
+    lws_callback_on_writable(wsi)
+  }
+
+  /// Writes one frame to a connection that lws says is writable. False: close it.
+  func write(_ frame: [UInt8], to wsi: OpaquePointer) -> Bool {
+    let pre = cds_lws_pre()
+    if pre + frame.count > scratch.count {
+      scratch.deallocate()
+      scratch = .allocate(byteCount: pre + frame.count, alignment: 16)
+    }
+    frame.withUnsafeBytes { bytes in
+      UnsafeMutableRawBufferPointer(rebasing: scratch[pre...]).copyMemory(from: bytes)
+    }
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    // lws keeps whatever the socket does not take and holds WRITEABLE until it drains.
+    return lws_write(wsi, payload, frame.count, LWS_WRITE_TEXT) >= 0
+  }
+
+  private func armTimer() {
+    let due = hub.nextWakeup
+    guard due != timerDue else { return }
+    timerDue = due
+    guard let due, let context else {
+      lws_sul_cancel(&timer.pointee.sul)
+      return
+    }
+    let delayUs = max(0, due * 1000 - nowMicroseconds())
+    timer.pointee.user = Unmanaged.passUnretained(self).toOpaque()
+    lws_sul_schedule(context, 0, &timer.pointee.sul, timerFired, lws_usec_t(delayUs))
+  }
+
+  fileprivate func timerDidFire() {
+    timerDue = nil
+    hub.advance(now: clock.nowMilliseconds())
+    flush()
+  }
+
+  private func nowMicroseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
+  }
+
+  // MARK: C structures that must outlive the context
+
+  private func retain(_ string: String) -> UnsafePointer<CChar> {
+    let copy = strdup(string)!
+    retained.append(UnsafeMutableRawPointer(copy))
+    return UnsafePointer(copy)
+  }
+
+  private func retain<T>(_ values: [T]) -> UnsafeMutablePointer<T> {
+    let memory = calloc(values.count, MemoryLayout<T>.stride)!
+    retained.append(memory)
+    let typed = memory.bindMemory(to: T.self, capacity: values.count)
+    for (index, value) in values.enumerated() { (typed + index).initialize(to: value) }
+    return typed
+  }
+
+  private func makeProtocols() -> UnsafeMutablePointer<lws_protocols> {
+    var http = lws_protocols()
+    http.name = retain("http")
+    http.callback = httpCallback
+    http.per_session_data_size = MemoryLayout<Int32>.size
+    var countdown = lws_protocols()
+    countdown.name = retain(Self.subprotocol)
+    countdown.callback = countdownCallback
+    countdown.per_session_data_size = MemoryLayout<Int32>.size
+    countdown.rx_buffer_size = 0
+    return retain([http, countdown, lws_protocols()])
+  }
+
+  private func makeMounts() -> UnsafeMutablePointer<lws_http_mount> {
+    var mimeTypes: UnsafeMutablePointer<lws_protocol_vhost_options>?
+    // Suffixes lws does not know would otherwise be refused with 415.
+    for (suffix, type) in [
+      (".mjs", "text/javascript"), (".webmanifest", "application/manifest+json"),
+      (".map", "application/json"), (".wasm", "application/wasm"), (".txt", "text/plain"),
+    ] {
+      var option = lws_protocol_vhost_options()
+      option.next = UnsafePointer(mimeTypes)
+      option.name = retain(suffix)
+      option.value = retain(type)
+      mimeTypes = retain([option])
+    }
+    var files = lws_http_mount()
+    files.mountpoint = retain("/")
+    files.mountpoint_len = 1
+    files.origin = retain(config.publicDirectory)
+    files.def = retain("index.html")
+    files.origin_protocol = UInt8(LWSMPRO_FILE.rawValue)
+    files.extra_mimetypes = UnsafePointer(mimeTypes)
+    let filesMount = retain([files])
+
+    var health = lws_http_mount()
+    health.mount_next = UnsafePointer(filesMount)
+    health.mountpoint = retain("/healthz")
+    health.mountpoint_len = 8
+    health.protocol = retain("http")
+    health.origin_protocol = UInt8(LWSMPRO_CALLBACK.rawValue)
+    return retain([health])
+  }
+
+  /// Binds a client that names no subprotocol to ours rather than to "http".
+  private func makeProtocolOptions() -> UnsafeMutablePointer<lws_protocol_vhost_options> {
+    var isDefault = lws_protocol_vhost_options()
+    isDefault.name = retain("default")
+    isDefault.value = retain("1")
+    var countdown = lws_protocol_vhost_options()
+    countdown.name = retain(Self.subprotocol)
+    countdown.options = UnsafePointer(retain([isDefault]))
+    countdown.value = retain("")
+    return retain([countdown])
+  }
+
+  private func makeIdlePolicy() -> UnsafeMutablePointer<lws_retry_bo_t> {
+    var policy = lws_retry_bo_t()
+    policy.secs_since_valid_ping = UInt16(config.pingAfterSeconds)
+    policy.secs_since_valid_hangup = UInt16(config.hangUpAfterSeconds)
+    return retain([policy])
+  }
+}
+
+/// The one running context, reachable from a signal handler.
+private enum ActiveContext {
+  nonisolated(unsafe) static var context: OpaquePointer?
+  nonisolated(unsafe) static var stopFlag: sig_atomic_t = 0
+
+  static var stopRequested: Bool { stopFlag != 0 }
+
+  static func install(_ newContext: OpaquePointer?) {
+    context = newContext
+    if newContext != nil { stopFlag = 0 }
+  }
+
+  static func requestStop() {
+    stopFlag = 1
+    // lws_service sleeps in poll() until an event: wake it so it sees the flag.
+    if let context { lws_cancel_service(context) }
+  }
+}
+
+/// Recovers the server from the timer, whose callback gets only the sul.
+private func timerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+  guard let sul, let user = cds_timer_user(sul) else { return }
+  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().timerDidFire()
+}
