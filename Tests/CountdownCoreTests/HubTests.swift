@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+
+@testable import CountdownCore
+
+/// A client as the page is one: it applies the snapshot and merge patches it receives.
+struct FakeViewer {
+  let id: ConnectionID
+  var state: [String: Any] = [:]
+  var seq: UInt64 = 0
+  var messages: [[String: Any]] = []
+
+  /// Reads everything the hub has for this viewer, as a socket that is always writable would.
+  mutating func read(from hub: Hub, now: Int64) {
+    while let frame = hub.nextFrame(for: id, now: now) {
+      let message = try! JSONSerialization.jsonObject(with: Data(frame)) as! [String: Any]
+      messages.append(message)
+      switch message["type"] as? String {
+      case "snapshot":
+        state = message["state"] as! [String: Any]
+        seq = (message["seq"] as! NSNumber).uint64Value
+      case "patch":
+        for (key, value) in message["patch"] as! [String: Any] {
+          // RFC 7396: null removes the member.
+          state[key] = value is NSNull ? nil : value
+        }
+        seq = (message["seq"] as! NSNumber).uint64Value
+      default: break
+      }
+    }
+  }
+
+  /// The state with null and absent treated alike, for comparing with a snapshot.
+  var normalized: NSDictionary {
+    var copy = state
+    copy = copy.filter { !($0.value is NSNull) }
+    return copy as NSDictionary
+  }
+
+  func last(_ type: String) -> [String: Any]? {
+    messages.last { $0["type"] as? String == type }
+  }
+}
+
+@Suite struct HubTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  func start(_ seconds: Int, id: Int = 1) -> [UInt8] {
+    Array(#"{"op":"start","seconds":\#(seconds),"id":\#(id)}"#.utf8)
+  }
+
+  /// Three viewers of one session receive the same patch stream from one start.
+  @Test func threeViewersSameStream() {
+    let hub = Hub(config: SessionConfig())
+    var viewers = (0..<3).map { _ in FakeViewer(id: hub.connect(session: "a", now: t0)) }
+    for index in viewers.indices { viewers[index].read(from: hub, now: t0) }
+    let offset = viewers.map(\.messages.count)
+    hub.receive(start(3), from: viewers[0].id, now: t0 + 500)
+    var now = t0 + 500
+    while let due = hub.nextWakeup, now < t0 + 10_000 {
+      for index in viewers.indices { viewers[index].read(from: hub, now: now) }
+      now = due
+      hub.advance(now: now)
+    }
+    for index in viewers.indices { viewers[index].read(from: hub, now: now) }
+    func patches(_ viewer: FakeViewer, from start: Int) -> [NSDictionary] {
+      viewer.messages[start...].filter { $0["type"] as? String == "patch" }.map { $0 as NSDictionary }
+    }
+    let reference = patches(viewers[0], from: offset[0])
+    #expect(reference.count == 4)  // start, 2, 1, finish
+    #expect(patches(viewers[1], from: offset[1]) == reference)
+    #expect(patches(viewers[2], from: offset[2]) == reference)
+    #expect(viewers[1].state["label"] as? String == "Countdown finished")
+    #expect(viewers[0].last("ack")?["seq"] as? Int == 2)
+  }
+
+  /// A viewer joining mid-run gets a snapshot equal to what an early viewer built from patches.
+  @Test func midRunSnapshotMatchesAppliedPatches() {
+    let hub = Hub(config: SessionConfig())
+    var early = FakeViewer(id: hub.connect(session: "s", now: t0))
+    hub.receive(start(5), from: early.id, now: t0)
+    hub.advance(now: t0 + 1000)
+    hub.advance(now: t0 + 2000)
+    early.read(from: hub, now: t0 + 2000)
+    var late = FakeViewer(id: hub.connect(session: "s", now: t0 + 2100))
+    late.read(from: hub, now: t0 + 2100)
+    early.read(from: hub, now: t0 + 2100)
+    #expect(late.messages.first?["type"] as? String == "snapshot")
+    #expect(late.seq == early.seq)
+    #expect(late.normalized == early.normalized)
+    #expect(late.state["label"] as? String == "3")
+  }
+
+  /// A viewer that reads nothing for many ticks gets one merged patch that yields the true state.
+  @Test func slowViewerGetsOneMergedPatch() {
+    let hub = Hub(config: SessionConfig())
+    var fast = FakeViewer(id: hub.connect(session: "s", now: t0))
+    var slow = FakeViewer(id: hub.connect(session: "s", now: t0))
+    fast.read(from: hub, now: t0)
+    slow.read(from: hub, now: t0)
+    hub.receive(start(10), from: fast.id, now: t0)
+    for second in 1...7 {
+      hub.advance(now: t0 + Int64(second) * 1000)
+      fast.read(from: hub, now: t0 + Int64(second) * 1000)
+    }
+    let before = slow.messages.count
+    slow.read(from: hub, now: t0 + 7000)
+    let received = slow.messages[before...].filter { $0["type"] as? String == "patch" }
+    #expect(received.count == 1)
+    #expect(slow.seq == fast.seq)
+    #expect(slow.normalized == fast.normalized)
+    #expect(slow.state["remaining"] as? Int == 3)
+  }
+
+  /// The patch a command causes reaches its sender before the ack naming its seq.
+  @Test func ackFollowsItsPatch() {
+    let hub = Hub(config: SessionConfig())
+    var viewer = FakeViewer(id: hub.connect(session: "s", now: t0))
+    viewer.read(from: hub, now: t0)
+    hub.receive(start(2, id: 9), from: viewer.id, now: t0)
+    viewer.read(from: hub, now: t0)
+    let types = viewer.messages.map { $0["type"] as! String }
+    #expect(types == ["snapshot", "patch", "ack"])
+    #expect(viewer.messages[2]["seq"] as? Int == viewer.messages[1]["seq"] as? Int)
+    #expect(viewer.messages[2]["id"] as? Int == 9)
+  }
+
+  /// Bad input gets its error code; the session and the other viewers are untouched.
+  @Test func errorsLeaveSessionUnharmed() {
+    let hub = Hub(config: SessionConfig())
+    var sender = FakeViewer(id: hub.connect(session: "s", now: t0))
+    var other = FakeViewer(id: hub.connect(session: "s", now: t0))
+    sender.read(from: hub, now: t0)
+    other.read(from: hub, now: t0)
+    let seq = other.seq
+    hub.receive(Array("nope".utf8), from: sender.id, now: t0)
+    hub.receive(Array(#"{"op":"cancel","id":"c"}"#.utf8), from: sender.id, now: t0)
+    hub.receive(start(5), from: sender.id, now: t0)
+    hub.receive(start(5, id: 2), from: sender.id, now: t0 + 10)
+    sender.read(from: hub, now: t0 + 10)
+    other.read(from: hub, now: t0 + 10)
+    let codes = sender.messages.compactMap { $0["code"] as? String }
+    #expect(codes == ["bad_json", "not_running", "busy"])
+    #expect(other.seq == seq + 1)
+    #expect(other.messages.filter { $0["type"] as? String == "error" }.isEmpty)
+  }
+
+  /// Sessions are independent, and the default seconds apply when a start names none.
+  @Test func sessionsAreIndependent() {
+    let hub = Hub(config: SessionConfig(defaultSeconds: 7))
+    var a = FakeViewer(id: hub.connect(session: "a", now: t0))
+    var b = FakeViewer(id: hub.connect(session: "b", now: t0))
+    hub.receive(Array(#"{"op":"start"}"#.utf8), from: a.id, now: t0)
+    a.read(from: hub, now: t0)
+    b.read(from: hub, now: t0)
+    #expect(a.state["remaining"] as? Int == 7)
+    #expect(b.state["phase"] as? String == "idle")
+    #expect(hub.sessionCount == 2)
+  }
+
+  /// An idle session without viewers is forgotten after 60 s; a running one is kept.
+  @Test func quietSessionsAreForgotten() {
+    let hub = Hub(config: SessionConfig())
+    let idle = hub.connect(session: "idle", now: t0)
+    let busy = hub.connect(session: "busy", now: t0)
+    hub.receive(start(300), from: busy, now: t0)
+    hub.disconnect(idle, now: t0 + 1)
+    hub.disconnect(busy, now: t0 + 1)
+    var now = t0
+    while let due = hub.nextWakeup, due <= t0 + 61_000 {
+      now = due
+      hub.advance(now: now)
+    }
+    #expect(hub.state(of: "idle") == nil)
+    #expect(hub.state(of: "busy")?.state.phase == .running)
+    #expect(hub.sessionCount == 1)
+    #expect(hub.connectionCount == 0)
+  }
+
+  /// Viewer counts follow joins and leaves, and a viewer's slot is reused safely.
+  @Test func viewerCountsFollowConnections() {
+    let hub = Hub(config: SessionConfig())
+    let first = hub.connect(session: "s", now: t0)
+    let second = hub.connect(session: "s", now: t0 + 300)
+    hub.disconnect(first, now: t0 + 600)
+    var viewer = FakeViewer(id: second)
+    viewer.read(from: hub, now: t0 + 600)
+    #expect(viewer.state["viewers"] as? Int == 1)
+    let third = hub.connect(session: "s", now: t0 + 900)
+    #expect(third == first)  // the slot was reused
+    viewer.read(from: hub, now: t0 + 900)
+    #expect(viewer.state["viewers"] as? Int == 2)
+  }
+
+  /// drainWritable names every viewer of a session that changed, and the hub is then quiet.
+  @Test func drainNamesChangedViewers() {
+    let hub = Hub(config: SessionConfig())
+    let a = hub.connect(session: "s", now: t0)
+    let b = hub.connect(session: "s", now: t0)
+    let c = hub.connect(session: "other", now: t0)
+    var named = Set<ConnectionID>()
+    hub.drainWritable { named.insert($0) }
+    #expect(named == [a, b, c])
+    for id in [a, b, c] { while hub.nextFrame(for: id, now: t0) != nil {} }
+    named = []
+    hub.receive(start(3), from: a, now: t0 + 1)
+    hub.drainWritable { named.insert($0) }
+    #expect(named == [a, b])
+    #expect(!hub.hasPending(c))
+  }
+}

@@ -1,0 +1,145 @@
+import Testing
+
+@testable import CountdownCore
+
+func decode(_ text: String) -> Result<ClientMessage, CommandError> {
+  WireCodec.decode(Array(text.utf8))
+}
+
+func errorCode(_ text: String) -> ErrorCode? {
+  if case .failure(let error) = decode(text) { return error.code }
+  return nil
+}
+
+func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+@Suite struct WireCodecTests {
+  /// A full start decodes with its seconds, label and numeric id.
+  @Test func decodesStart() throws {
+    let message = try decode(#"{"op":"start","seconds":5,"finishedLabel":"倒計時結束","id":7}"#).get()
+    #expect(message.command == .start(seconds: 5, finishedLabel: "倒計時結束"))
+    #expect(message.id.map { text($0.json) } == "7")
+  }
+
+  /// A start without seconds leaves them to the server's default; a string id is kept.
+  @Test func decodesStartWithDefaults() throws {
+    let message = try decode(#"{"op":"start","id":"a\"b"}"#).get()
+    #expect(message.command == .start(seconds: nil, finishedLabel: nil))
+    #expect(message.id.map { text($0.json) } == #""a\"b""#)
+  }
+
+  /// Cancel decodes; unknown extra fields are ignored.
+  @Test func decodesCancel() throws {
+    #expect(try decode(#"{"op":"cancel","extra":[1,2]}"#).get().command == .cancel)
+  }
+
+  /// Text that is not JSON is bad_json.
+  @Test(arguments: ["", "hello", "{", #"{"op":"start""#, "{'op':'start'}", "[1,]", "01", "\"\\x\""])
+  func badJSON(_ input: String) {
+    #expect(errorCode(input) == .badJSON)
+  }
+
+  /// Valid JSON that is not a valid command is bad_request, and keeps the id when it has one.
+  @Test(arguments: [
+    "[]", "42", "null", #"{"seconds":5}"#, #"{"op":"jump"}"#, #"{"op":5}"#,
+    #"{"op":"start","seconds":0}"#, #"{"op":"start","seconds":86401}"#,
+    #"{"op":"start","seconds":"5"}"#, #"{"op":"start","seconds":2.5}"#,
+    #"{"op":"start","seconds":1e2}"#, #"{"op":"start","seconds":null}"#,
+    #"{"op":"start","finishedLabel":5}"#, #"{"op":"start","finishedLabel":""}"#,
+    #"{"op":"start","seconds":99999999999999999999999}"#,
+  ])
+  func badRequest(_ input: String) {
+    #expect(errorCode(input) == .badRequest)
+  }
+
+  /// A finished label of 64 characters is accepted, 65 is refused.
+  @Test func finishedLabelLength() throws {
+    let ok = String(repeating: "倒", count: 64)
+    let long = String(repeating: "x", count: 65)
+    #expect(
+      try decode(#"{"op":"start","finishedLabel":"\#(ok)"}"#).get().command
+        == .start(seconds: nil, finishedLabel: ok))
+    #expect(errorCode(#"{"op":"start","finishedLabel":"\#(long)"}"#) == .badRequest)
+  }
+
+  /// An error echoes the id; an id of the wrong type is itself the error, echoed as null.
+  @Test func errorsCarryTheID() {
+    guard case .failure(let withID) = decode(#"{"op":"jump","id":"x1"}"#) else {
+      Issue.record("expected failure")
+      return
+    }
+    #expect(withID.id.map { text($0.json) } == #""x1""#)
+    guard case .failure(let badID) = decode(#"{"op":"start","id":{"a":1}}"#) else {
+      Issue.record("expected failure")
+      return
+    }
+    #expect(badID.code == .badRequest)
+    #expect(badID.id == nil)
+  }
+
+  /// Duplicate keys are refused rather than silently resolved.
+  @Test func duplicateKeys() {
+    #expect(errorCode(#"{"op":"start","op":"cancel"}"#) == .badRequest)
+  }
+
+  /// Nesting of 16 levels parses; 17 is bad_request, without deep recursion.
+  @Test func nestingLimit() {
+    func nested(_ depth: Int) -> String {
+      #"{"op":"cancel","x":"# + String(repeating: "[", count: depth - 1)
+        + String(repeating: "]", count: depth - 1) + "}"
+    }
+    #expect(errorCode(nested(16)) == nil)
+    #expect(errorCode(nested(17)) == .badRequest)
+    #expect(errorCode(String(repeating: "[", count: 100_000)) == .badRequest)
+  }
+
+  /// Escapes, including surrogate pairs, decode to the right characters.
+  @Test func stringEscapes() throws {
+    let value = try JSONParser.parse(Array(#""a\n\u00e9\ud83d\ude00\/""#.utf8))
+    #expect(value == .string("a\né😀/"))
+    #expect(throws: JSONParseError.self) { try JSONParser.parse(Array(#""\ud83d""#.utf8)) }
+    #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
+  }
+
+  /// The snapshot carries every field, endsAt as null when idle.
+  @Test func encodesSnapshot() {
+    let state = CountdownState(
+      phase: .idle, spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0,
+      endsAt: nil, viewers: 2)
+    #expect(
+      text(WireCodec.snapshot(session: "team-a", seq: 3, serverTime: 1234, state: state))
+        == #"{"type":"snapshot","session":"team-a","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2}}"#
+    )
+  }
+
+  /// A patch carries only its fields, escaped.
+  @Test func encodesPatch() {
+    let state = CountdownState(
+      phase: .running, spinner: true, enabled: false, label: "say \"hi\"\u{1}", remaining: 4,
+      duration: 5, endsAt: 99, viewers: 1)
+    #expect(
+      text(WireCodec.patch(Patch(seq: 9, fields: [.label, .endsAt], state: state)))
+        == #"{"type":"patch","seq":9,"patch":{"label":"say \"hi\"\u0001","endsAt":99}}"#)
+  }
+
+  /// Ack and error messages have the documented shape, for every error code.
+  @Test func encodesAckAndErrors() throws {
+    let id = try #require(CommandID(.number("12")))
+    #expect(text(WireCodec.ack(id: id, seq: 4)) == #"{"type":"ack","id":12,"seq":4}"#)
+    for code in [ErrorCode.badJSON, .badRequest, .busy, .notRunning] {
+      #expect(
+        text(WireCodec.error(CommandError(code, "why", id: nil)))
+          == #"{"type":"error","id":null,"code":"\#(code.rawValue)","message":"why"}"#)
+    }
+  }
+
+  /// Session ids are [A-Za-z0-9_-]{1,64}.
+  @Test func sessionIDs() {
+    #expect(SessionID.isValid("team-a_1"))
+    #expect(SessionID.isValid(String(repeating: "a", count: 64)))
+    #expect(!SessionID.isValid(String(repeating: "a", count: 65)))
+    for bad in ["", "a.b", "..", "a/b", "a b", "é", "%2e"] {
+      #expect(!SessionID.isValid(bad))
+    }
+  }
+}
