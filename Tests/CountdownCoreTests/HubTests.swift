@@ -13,7 +13,12 @@ struct FakeViewer {
   /// Reads everything the hub has for this viewer, as a socket that is always writable would.
   mutating func read(from hub: Hub, now: Int64) {
     while let frame = hub.nextFrame(for: id, now: now) {
-      let message = try! JSONSerialization.jsonObject(with: Data(frame)) as! [String: Any]
+      guard let parsed = try? JSONSerialization.jsonObject(with: Data(frame)),
+        let message = parsed as? [String: Any]
+      else {
+        Issue.record("not a JSON object: \(String(decoding: frame, as: UTF8.self))")
+        continue
+      }
       messages.append(message)
       switch message["type"] as? String {
       case "snapshot":
@@ -64,7 +69,8 @@ struct FakeViewer {
     }
     for index in viewers.indices { viewers[index].read(from: hub, now: now) }
     func patches(_ viewer: FakeViewer, from start: Int) -> [NSDictionary] {
-      viewer.messages[start...].filter { $0["type"] as? String == "patch" }.map { $0 as NSDictionary }
+      viewer.messages[start...].filter { $0["type"] as? String == "patch" }
+        .map { $0 as NSDictionary }
     }
     let reference = patches(viewers[0], from: offset[0])
     #expect(reference.count == 4)  // start, 2, 1, finish
