@@ -37,13 +37,23 @@ public final class Hub {
     var position: Int32
     var sentSeq: UInt64 = 0
     var needsSnapshot = true
-    var replies: [[UInt8]] = []
+    var replies: [Reply] = []
+  }
+
+  /// A message for one connection only. A pong is encoded when written, so its
+  /// serverTime is as close as possible to the moment it leaves.
+  private enum Reply {
+    case frame([UInt8])
+    case pong(t: String)
   }
 
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
 
   public let config: SessionConfig
+  /// Changes whenever the server restarts, so a client can tell that the
+  /// sessions it knew are gone.
+  public let epoch: String
   public var observer: (any HubObserver)?
 
   private var sessions: [Session?] = []
@@ -58,8 +68,17 @@ public final class Hub {
   public private(set) var sessionCount = 0
   public private(set) var connectionCount = 0
 
-  public init(config: SessionConfig) {
+  public init(config: SessionConfig, epoch: String = Hub.randomEpoch()) {
     self.config = config
+    self.epoch = epoch
+  }
+
+  /// 64 random bits as hex: unique per process start without a clock's help.
+  public static func randomEpoch() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let bits = generator.next() as UInt64
+    let hex = String(bits, radix: 16)
+    return String(repeating: "0", count: 16 - hex.count) + hex
   }
 
   /// When `advance(now:)` is next needed, if ever.
@@ -110,7 +129,7 @@ public final class Hub {
     let message: ClientMessage
     switch WireCodec.decode(text) {
     case .failure(let error):
-      reply(WireCodec.error(error), to: connection)
+      reply(.frame(WireCodec.error(error)), to: connection)
       return
     case .success(let decoded):
       message = decoded
@@ -122,13 +141,18 @@ public final class Hub {
         seconds: seconds ?? config.defaultSeconds, finishedLabel: finishedLabel, now: now)
     case .cancel:
       action = sessions[Int(handle)]!.machine.cancel(now: now)
+    case .ping(let t):
+      reply(.pong(t: t), to: connection)
+      return
     }
     if case .reject(let code) = action {
-      reply(WireCodec.error(CommandError(code, Self.explain(code), id: message.id)), to: connection)
+      let error = CommandError(code, Self.explain(code), id: message.id)
+      reply(.frame(WireCodec.error(error)), to: connection)
       return
     }
     apply(action, to: handle)
-    reply(WireCodec.ack(id: message.id, seq: sessions[Int(handle)]!.machine.seq), to: connection)
+    let ack = WireCodec.ack(id: message.id, seq: sessions[Int(handle)]!.machine.seq)
+    reply(.frame(ack), to: connection)
   }
 
   /// Time passed: run every session whose deadline is due.
@@ -170,7 +194,8 @@ public final class Hub {
       viewer.needsSnapshot = false
       viewer.sentSeq = machine.seq
       return WireCodec.snapshot(
-        session: sessions[handle]!.id, seq: machine.seq, serverTime: now, state: machine.published)
+        session: sessions[handle]!.id, epoch: epoch, seq: machine.seq, serverTime: now,
+        state: machine.published)
     }
     if viewer.sentSeq < machine.seq {
       let from = viewer.sentSeq
@@ -184,8 +209,11 @@ public final class Hub {
       sessions[handle]!.merged = (from, machine.seq, frame)
       return frame
     }
-    if !viewer.replies.isEmpty { return viewer.replies.removeFirst() }
-    return nil
+    guard !viewer.replies.isEmpty else { return nil }
+    switch viewer.replies.removeFirst() {
+    case .frame(let frame): return frame
+    case .pong(let t): return WireCodec.pong(t: t, serverTime: now)
+    }
   }
 
   /// Whether `connection` still has something to write after the last frame.
@@ -206,9 +234,9 @@ public final class Hub {
     }
   }
 
-  private func reply(_ frame: [UInt8], to connection: ConnectionID) {
+  private func reply(_ reply: Reply, to connection: ConnectionID) {
     guard connections[Int(connection)]!.replies.count < Self.maxPendingReplies else { return }
-    connections[Int(connection)]!.replies.append(frame)
+    connections[Int(connection)]!.replies.append(reply)
     dirtyConnections.append(connection)
   }
 

@@ -11,6 +11,8 @@ public enum ClientCommand: Equatable, Sendable {
   /// `seconds` is nil when the client left it out: the server's default applies.
   case start(seconds: Int?, finishedLabel: String?)
   case cancel
+  /// Clock-offset probe: `t` is the client's send time, echoed verbatim in the pong.
+  case ping(t: String)
 }
 
 /// Why a client message was refused, with the `id` to echo (nil when it had none).
@@ -110,6 +112,9 @@ public enum WireCodec {
         ClientMessage(command: .start(seconds: seconds, finishedLabel: finishedLabel), id: id))
     case "cancel":
       return .success(ClientMessage(command: .cancel, id: id))
+    case "ping":
+      guard case .number(let t)? = fields["t"] else { return fail("t must be a number") }
+      return .success(ClientMessage(command: .ping(t: t), id: id))
     default:
       return fail("unknown op \"\(op)\"")
     }
@@ -117,13 +122,13 @@ public enum WireCodec {
 
   /// `{"type":"snapshot",...}`: the whole state, always a connection's first message.
   public static func snapshot(
-    session: String, seq: UInt64, serverTime: Int64, state: CountdownState
-  )
-    -> [UInt8]
-  {
+    session: String, epoch: String, seq: UInt64, serverTime: Int64, state: CountdownState
+  ) -> [UInt8] {
     var writer = JSONWriter()
     writer.raw("{\"type\":\"snapshot\",\"session\":")
     writer.string(session)
+    writer.raw(",\"epoch\":")
+    writer.string(epoch)
     writer.raw(",\"seq\":")
     writer.integer(seq)
     writer.raw(",\"serverTime\":")
@@ -141,6 +146,17 @@ public enum WireCodec {
     writer.integer(patch.seq)
     writer.raw(",\"patch\":")
     writeFields(patch.fields, of: patch.state, to: &writer)
+    writer.raw("}")
+    return writer.bytes
+  }
+
+  /// `{"type":"pong",...}`: `t` as the client sent it, and the server's time at writing.
+  public static func pong(t: String, serverTime: Int64) -> [UInt8] {
+    var writer = JSONWriter(reservingCapacity: 64)
+    writer.raw("{\"type\":\"pong\",\"t\":")
+    writer.raw(Array(t.utf8))
+    writer.raw(",\"serverTime\":")
+    writer.integer(serverTime)
     writer.raw("}")
     return writer.bytes
   }

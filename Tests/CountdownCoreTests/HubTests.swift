@@ -151,6 +151,30 @@ struct FakeViewer {
     #expect(other.messages.filter { $0["type"] as? String == "error" }.isEmpty)
   }
 
+  /// A ping is answered on its own connection only, without touching the session.
+  @Test func pingIsPrivate() {
+    let hub = Hub(config: SessionConfig(), epoch: "e1")
+    var pinger = FakeViewer(id: hub.connect(session: "s", now: t0))
+    var other = FakeViewer(id: hub.connect(session: "s", now: t0))
+    pinger.read(from: hub, now: t0)
+    other.read(from: hub, now: t0)
+    let seq = other.seq
+    hub.receive(Array(#"{"op":"ping","t":5}"#.utf8), from: pinger.id, now: t0 + 300)
+    pinger.read(from: hub, now: t0 + 310)
+    other.read(from: hub, now: t0 + 310)
+    #expect(pinger.last("pong")?["serverTime"] as? Int64 == t0 + 310)
+    #expect(pinger.last("pong")?["t"] as? Int == 5)
+    #expect(other.last("pong") == nil)
+    #expect(other.seq == seq)
+    #expect(pinger.messages.first?["epoch"] as? String == "e1")
+  }
+
+  /// Every server start has its own epoch.
+  @Test func epochsDiffer() {
+    #expect(Hub(config: SessionConfig()).epoch != Hub(config: SessionConfig()).epoch)
+    #expect(Hub.randomEpoch().count == 16)
+  }
+
   /// Sessions are independent, and the default seconds apply when a start names none.
   @Test func sessionsAreIndependent() {
     let hub = Hub(config: SessionConfig(defaultSeconds: 7))

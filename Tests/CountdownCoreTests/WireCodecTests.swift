@@ -28,6 +28,17 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     #expect(message.id.map { text($0.json) } == #""a\"b""#)
   }
 
+  /// A ping needs a numeric t, which the pong echoes verbatim with the server's time.
+  @Test func pingAndPong() throws {
+    #expect(
+      try decode(#"{"op":"ping","t":1700000000123.5}"#).get().command == .ping(t: "1700000000123.5")
+    )
+    #expect(errorCode(#"{"op":"ping","t":"now"}"#) == .badRequest)
+    #expect(errorCode(#"{"op":"ping"}"#) == .badRequest)
+    #expect(
+      text(WireCodec.pong(t: "12", serverTime: 34)) == #"{"type":"pong","t":12,"serverTime":34}"#)
+  }
+
   /// Cancel decodes; unknown extra fields are ignored.
   @Test func decodesCancel() throws {
     #expect(try decode(#"{"op":"cancel","extra":[1,2]}"#).get().command == .cancel)
@@ -107,8 +118,10 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
       phase: .idle, spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0,
       endsAt: nil, viewers: 2)
     #expect(
-      text(WireCodec.snapshot(session: "team-a", seq: 3, serverTime: 1234, state: state))
-        == #"{"type":"snapshot","session":"team-a","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2}}"#
+      text(
+        WireCodec.snapshot(
+          session: "team-a", epoch: "00ff", seq: 3, serverTime: 1234, state: state))
+        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2}}"#
     )
   }
 
