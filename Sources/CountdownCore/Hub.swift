@@ -1,6 +1,19 @@
 /// A connection's handle inside the hub. The network layer maps it to its socket.
 public typealias ConnectionID = Int32
 
+/// What `Hub.connect` did.
+public enum JoinOutcome: Equatable, Sendable {
+  case joined(ConnectionID)
+  /// Not joined: send this error, then close with 1013 (try again later).
+  case refused(ErrorCode)
+}
+
+/// What the network layer must do after `Hub.receive`.
+public enum ReceiveOutcome: Equatable, Sendable {
+  case handled
+  case close(code: UInt16, reason: String)
+}
+
 /// Hears every published change and every forgotten session: the seam where
 /// durability, scale-out and metrics attach without touching the hub.
 public protocol HubObserver: AnyObject {
@@ -29,6 +42,8 @@ public final class Hub {
     /// One merged catch-up frame, shared by every viewer at the same old seq.
     var merged: (from: UInt64, to: UInt64, frame: [UInt8])?
     var dirty = false
+    /// Set in `--control key` mode; never logged.
+    var controllerKey: String?
   }
 
   private struct Connection {
@@ -38,6 +53,8 @@ public final class Hub {
     var sentSeq: UInt64 = 0
     var needsSnapshot = true
     var replies: [Reply] = []
+    var isController: Bool
+    var bucket: TokenBucket
   }
 
   /// A message for one connection only. A pong is encoded when written, so its
@@ -50,7 +67,7 @@ public final class Hub {
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
 
-  public let config: SessionConfig
+  public let config: HubConfig
   /// Changes whenever the server restarts, so a client can tell that the
   /// sessions it knew are gone.
   public let epoch: String
@@ -68,7 +85,7 @@ public final class Hub {
   public private(set) var sessionCount = 0
   public private(set) var connectionCount = 0
 
-  public init(config: SessionConfig, epoch: String = Hub.randomEpoch()) {
+  public init(config: HubConfig, epoch: String = Hub.randomEpoch()) {
     self.config = config
     self.epoch = epoch
   }
@@ -76,9 +93,7 @@ public final class Hub {
   /// 64 random bits as hex: unique per process start without a clock's help.
   public static func randomEpoch() -> String {
     var generator = SystemRandomNumberGenerator()
-    let bits = generator.next() as UInt64
-    let hex = String(bits, radix: 16)
-    return String(repeating: "0", count: 16 - hex.count) + hex
+    return ControllerKey.hex(generator.next())
   }
 
   /// When `advance(now:)` is next needed, if ever.
@@ -93,18 +108,39 @@ public final class Hub {
   // MARK: Events
 
   /// A viewer opened `/ws/<session>`; the session is created on first join.
-  /// The caller has checked `SessionID.isValid`.
-  public func connect(session id: String, now: Int64) -> ConnectionID {
-    let handle = sessionIndex[id] ?? createSession(id, now: now)
+  /// The caller has checked `SessionID.isValid`. `key` is the controller key
+  /// the client presented, if any.
+  public func connect(session id: String, key: String? = nil, now: Int64) -> JoinOutcome {
+    let handle: Int32
+    var created = false
+    if let existing = sessionIndex[id] {
+      handle = existing
+    } else {
+      guard sessionCount < config.maxSessions else { return .refused(.tooManySessions) }
+      handle = createSession(id, now: now)
+      created = true
+    }
+    let isController: Bool
+    switch config.control {
+    case .open:
+      isController = true
+    case .key:
+      // The first viewer of a new session becomes its controller.
+      let expected = sessions[Int(handle)]!.controllerKey!
+      isController = created || key.map { ControllerKey.matches($0, expected) } == true
+    }
     let connection = allocate(
-      Connection(session: handle, position: Int32(sessions[Int(handle)]!.viewers.count)),
+      Connection(
+        session: handle, position: Int32(sessions[Int(handle)]!.viewers.count),
+        isController: isController,
+        bucket: TokenBucket(rate: config.commandsPerSecond, now: now)),
       in: &connections, free: &freeConnections)
     connectionCount += 1
     sessions[Int(handle)]!.viewers.append(connection)
     let count = sessions[Int(handle)]!.viewers.count
     apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
     dirtyConnections.append(connection)
-    return connection
+    return .joined(connection)
   }
 
   /// A viewer's connection closed.
@@ -124,35 +160,60 @@ public final class Hub {
   }
 
   /// One complete text message from a viewer: decode it, run it, queue the reply.
-  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) {
-    guard let handle = connections[Int(connection)]?.session else { return }
+  /// Returns `.close` when the connection must be closed (a sustained flood).
+  @discardableResult
+  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) -> ReceiveOutcome {
+    guard let viewer = connections[Int(connection)] else { return .handled }
+    let handle = viewer.session
+    guard connections[Int(connection)]!.bucket.take(rate: config.commandsPerSecond, now: now) else {
+      if let since = connections[Int(connection)]!.bucket.floodingSince,
+        now - since >= config.floodCloseAfterMs
+      {
+        return .close(code: 1008, reason: "too many commands")
+      }
+      let limit = CommandError(
+        .rateLimited, "more than \(Int(config.commandsPerSecond)) commands a second")
+      reply(.frame(WireCodec.error(limit)), to: connection)
+      return .handled
+    }
     let message: ClientMessage
     switch WireCodec.decode(text) {
     case .failure(let error):
       reply(.frame(WireCodec.error(error)), to: connection)
-      return
+      return .handled
     case .success(let decoded):
       message = decoded
     }
     let action: SessionStateMachine.Action
     switch message.command {
-    case .start(let seconds, let finishedLabel):
-      action = sessions[Int(handle)]!.machine.start(
-        seconds: seconds ?? config.defaultSeconds, finishedLabel: finishedLabel, now: now)
-    case .cancel:
-      action = sessions[Int(handle)]!.machine.cancel(now: now)
     case .ping(let t):
       reply(.pong(t: t), to: connection)
-      return
+      return .handled
+    case .start, .cancel:
+      guard viewer.isController else {
+        let error = CommandError(.forbidden, Self.explain(.forbidden), id: message.id)
+        reply(.frame(WireCodec.error(error)), to: connection)
+        return .handled
+      }
+    }
+    switch message.command {
+    case .start(let seconds, let finishedLabel):
+      action = sessions[Int(handle)]!.machine.start(
+        seconds: seconds ?? config.session.defaultSeconds, finishedLabel: finishedLabel, now: now)
+    case .cancel:
+      action = sessions[Int(handle)]!.machine.cancel(now: now)
+    case .ping:
+      return .handled
     }
     if case .reject(let code) = action {
       let error = CommandError(code, Self.explain(code), id: message.id)
       reply(.frame(WireCodec.error(error)), to: connection)
-      return
+      return .handled
     }
     apply(action, to: handle)
     let ack = WireCodec.ack(id: message.id, seq: sessions[Int(handle)]!.machine.seq)
     reply(.frame(ack), to: connection)
+    return .handled
   }
 
   /// Time passed: run every session whose deadline is due.
@@ -193,9 +254,16 @@ public final class Hub {
     if viewer.needsSnapshot {
       viewer.needsSnapshot = false
       viewer.sentSeq = machine.seq
+      let control: WireCodec.Control? =
+        switch config.control {
+        case .open: nil
+        case .key:
+          viewer.isController
+            ? .controller(key: sessions[handle]!.controllerKey!) : .viewer
+        }
       return WireCodec.snapshot(
         session: sessions[handle]!.id, epoch: epoch, seq: machine.seq, serverTime: now,
-        state: machine.published)
+        state: machine.published, control: control)
     }
     if viewer.sentSeq < machine.seq {
       let from = viewer.sentSeq
@@ -231,6 +299,9 @@ public final class Hub {
     case .notRunning: "no countdown is running in this session"
     case .badRequest: "the command's fields are out of range"
     case .badJSON: "the message is not valid JSON"
+    case .forbidden: "only a controller of this session may do that"
+    case .rateLimited: "too many commands"
+    case .tooManySessions: "the server has as many sessions as it allows"
     }
   }
 
@@ -261,7 +332,9 @@ public final class Hub {
 
   private func createSession(_ id: String, now: Int64) -> Int32 {
     let handle = allocate(
-      Session(id: id, machine: SessionStateMachine(config: config, now: now)),
+      Session(
+        id: id, machine: SessionStateMachine(config: config.session, now: now),
+        controllerKey: config.control == .key ? ControllerKey.generate() : nil),
       in: &sessions, free: &freeSessions)
     sessionIndex[id] = handle
     sessionCount += 1

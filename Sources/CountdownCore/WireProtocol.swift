@@ -4,6 +4,9 @@ public enum ErrorCode: String, Error, Equatable, Sendable {
   case badRequest = "bad_request"
   case busy
   case notRunning = "not_running"
+  case rateLimited = "rate_limited"
+  case forbidden
+  case tooManySessions = "too_many_sessions"
 }
 
 /// A command from a client, decoded and validated.
@@ -121,8 +124,15 @@ public enum WireCodec {
   }
 
   /// `{"type":"snapshot",...}`: the whole state, always a connection's first message.
+  /// A connection's part in a `--control key` session, told in its snapshot.
+  public enum Control: Equatable, Sendable {
+    case viewer
+    case controller(key: String)
+  }
+
   public static func snapshot(
-    session: String, epoch: String, seq: UInt64, serverTime: Int64, state: CountdownState
+    session: String, epoch: String, seq: UInt64, serverTime: Int64, state: CountdownState,
+    control: Control? = nil
   ) -> [UInt8] {
     var writer = JSONWriter()
     writer.raw("{\"type\":\"snapshot\",\"session\":")
@@ -135,8 +145,20 @@ public enum WireCodec {
     writer.integer(serverTime)
     writer.raw(",\"state\":")
     writeFields(.all, of: state, to: &writer)
+    switch control {
+    case nil: break
+    case .viewer: writer.raw(",\"role\":\"viewer\"")
+    case .controller(let key):
+      writer.raw(",\"role\":\"controller\",\"key\":")
+      writer.string(key)
+    }
     writer.raw("}")
     return writer.bytes
+  }
+
+  /// The error a refused join gets before its connection closes.
+  public static func refusal(_ code: ErrorCode, message: String) -> [UInt8] {
+    error(CommandError(code, message))
   }
 
   /// `{"type":"patch",...}`: only `patch.fields`, as an RFC 7396 merge patch.

@@ -5,75 +5,136 @@ import CountdownCore
 // server from the context, turns lws's arguments into Swift values, and
 // calls one method of `CountdownServer`.
 
-/// The per-connection memory lws allocates (zeroed): our ConnectionID + 1, so 0 means none.
-private typealias ConnectionSlot = Int32
+/// The per-socket memory lws allocates (zeroed for each connection).
+private enum SocketTag {
+  /// Positive values are a hub ConnectionID + 1; 0 is nothing yet.
+  static let refused: Int32 = -1
+  static let echo: Int32 = -2
+  static let health: Int32 = -3
+}
 
 private func server(of wsi: OpaquePointer) -> CountdownServer {
   Unmanaged<CountdownServer>.fromOpaque(lws_context_user(lws_get_context(wsi))!)
     .takeUnretainedValue()
 }
 
-private func connection(in user: UnsafeMutableRawPointer?) -> ConnectionID? {
-  guard let stored = user?.load(as: ConnectionSlot.self), stored > 0 else { return nil }
-  return stored - 1
+private func tag(_ user: UnsafeMutableRawPointer?) -> Int32 {
+  user?.load(as: Int32.self) ?? 0
 }
 
-/// The session named by `/ws/<session>`, if the path is that and the id is valid.
-private func sessionID(of wsi: OpaquePointer) -> String? {
-  var buffer = [CChar](repeating: 0, count: 128)
-  let length = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_GET_URI)
+private func setTag(_ user: UnsafeMutableRawPointer?, _ value: Int32) {
+  user?.storeBytes(of: value, as: Int32.self)
+}
+
+private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes, limit: Int = 256) -> String? {
+  var buffer = [CChar](repeating: 0, count: limit)
+  let length = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
   guard length > 0 else { return nil }
-  let path = buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }
-  let prefix = Array("/ws/".utf8)
-  guard path.starts(with: prefix) else { return nil }
-  let id = path[prefix.count...]
-  guard SessionID.isValid(id) else { return nil }
-  return String(decoding: id, as: UTF8.self)
+  return String(decoding: buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-private func close(_ wsi: OpaquePointer, _ status: lws_close_status, _ reason: String) -> Int32 {
-  var bytes = Array(reason.utf8)
-  lws_close_reason(wsi, status, &bytes, bytes.count)
+private func urlArgument(_ wsi: OpaquePointer, _ name: String) -> String? {
+  var buffer = [CChar](repeating: 0, count: 160)
+  // lws copies "name=value" into the buffer and points just past the "=".
+  guard let value = lws_get_urlarg_by_name(wsi, name + "=", &buffer, Int32(buffer.count)) else {
+    return nil
+  }
+  return String(cString: value)
+}
+
+private func peerAddress(_ wsi: OpaquePointer) -> String {
+  var buffer = [CChar](repeating: 0, count: 64)
+  guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "?" }
+  return String(cString: buffer)
+}
+
+private func request(of wsi: OpaquePointer) -> UpgradeRequest {
+  UpgradeRequest(
+    path: header(wsi, WSI_TOKEN_GET_URI) ?? "", origin: header(wsi, WSI_TOKEN_ORIGIN),
+    host: header(wsi, WSI_TOKEN_HOST), peer: peerAddress(wsi))
+}
+
+private func close(_ wsi: OpaquePointer, code: UInt16, reason: String) -> Int32 {
+  var bytes = Array(reason.utf8.prefix(120))
+  lws_close_reason(wsi, lws_close_status(UInt32(code)), &bytes, bytes.count)
   return -1
 }
 
-/// The countdown.v1 WebSocket protocol.
+private func finish(_ wsi: OpaquePointer, _ outcome: WriteOutcome) -> Int32 {
+  switch outcome {
+  case .keepOpen: 0
+  case .close(let code, let reason): close(wsi, code: code, reason: reason)
+  case .fail: -1
+  }
+}
+
+/// The countdown.v1 WebSocket protocol (and, as the vhost default, plain HTTP).
 func countdownCallback(
   _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
   _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
   guard let wsi else { return 0 }
   switch reason {
-  case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-    // Refuse a bad session id before the upgrade completes.
-    return sessionID(of: wsi) == nil ? -1 : 0
+  case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+    return confirmUpgrade(wsi)
 
   case LWS_CALLBACK_ESTABLISHED:
-    guard let session = sessionID(of: wsi), let user else { return -1 }
-    let id = server(of: wsi).opened(wsi, session: session)
-    user.storeBytes(of: id + 1, as: ConnectionSlot.self)
+    let server = server(of: wsi)
+    let request = request(of: wsi)
+    switch server.admit(request) {
+    case .countdown(let session):
+      if let id = server.opened(
+        wsi, session: session, key: urlArgument(wsi, "key"), peer: request.peer)
+      {
+        setTag(user, id + 1)
+      } else {
+        setTag(user, SocketTag.refused)
+      }
+    case .echo:
+      server.echoOpened(wsi, peer: request.peer)
+      setTag(user, SocketTag.echo)
+    case .refuse:
+      return -1
+    }
 
   case LWS_CALLBACK_RECEIVE:
-    guard let id = connection(in: user) else { return -1 }
-    if lws_frame_is_binary(wsi) != 0 {
-      return close(wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, "binary frames are not accepted")
-    }
+    let server = server(of: wsi)
     let chunk = UnsafeRawBufferPointer(start: input, count: length)
+    let binary = lws_frame_is_binary(wsi) != 0
     let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-    let outcome = server(of: wsi).received(
-      chunk, from: id, announcedRemaining: lws_remaining_packet_payload(wsi), isLast: isLast)
-    if outcome == .tooLarge {
-      return close(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "message too large")
+    let outcome: ChunkOutcome
+    switch tag(user) {
+    case SocketTag.echo:
+      outcome = server.echoReceived(
+        wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi) != 0, isLast: isLast)
+    case let value where value > 0:
+      if binary { return close(wsi, code: 1003, reason: "binary frames are not accepted") }
+      outcome = server.received(
+        chunk, from: value - 1, announcedRemaining: lws_remaining_packet_payload(wsi),
+        isLast: isLast)
+    default:
+      return 0  // a refused join: ignore what it says while it is being closed
     }
+    if case .close(let code, let text) = outcome { return close(wsi, code: code, reason: text) }
 
   case LWS_CALLBACK_SERVER_WRITEABLE:
-    guard let id = connection(in: user) else { return 0 }
-    return server(of: wsi).writable(wsi, connection: id) ? 0 : -1
+    let server = server(of: wsi)
+    switch tag(user) {
+    case SocketTag.echo: return finish(wsi, server.echoWritable(wsi))
+    case SocketTag.refused: return finish(wsi, server.writableRefused(wsi))
+    case let value where value > 0: return finish(wsi, server.writable(wsi, connection: value - 1))
+    default: return 0
+    }
 
   case LWS_CALLBACK_CLOSED:
-    guard let id = connection(in: user) else { return 0 }
-    user?.storeBytes(of: 0, as: ConnectionSlot.self)
-    server(of: wsi).closed(id)
+    let server = server(of: wsi)
+    switch tag(user) {
+    case SocketTag.echo: server.echoClosed(wsi)
+    case SocketTag.refused: server.closedRefused(wsi)
+    case let value where value > 0: server.closed(value - 1)
+    default: break
+    }
+    setTag(user, 0)
 
   default:
     // Being the vhost's default protocol (so clients naming no subprotocol
@@ -83,33 +144,42 @@ func countdownCallback(
   return 0
 }
 
-/// Plain HTTP: lws serves the files itself; only `/healthz` reaches us.
+/// Refuses an upgrade with an HTTP status before any WebSocket exists.
+private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+  guard case .refuse(let status) = server(of: wsi).admit(request(of: wsi)) else { return 0 }
+  lws_return_http_status(wsi, status, nil)
+  return 1
+}
+
+/// Plain HTTP: lws serves the files itself; `/healthz` and misses reach us.
 func httpCallback(
   _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
   _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
   guard let wsi else { return 0 }
   switch reason {
+  case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+    return confirmUpgrade(wsi)
+
   case LWS_CALLBACK_HTTP:
-    // `input` is the path below the /healthz mount: only the mount itself exists.
+    // `input` is the path below the /healthz mount, or a path the file mount
+    // had no file for: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
     guard rest.isEmpty || rest == "/" else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
-    user?.storeBytes(of: 1, as: ConnectionSlot.self)
+    setTag(user, SocketTag.health)
     return writeHealthHeaders(wsi) ? 0 : -1
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
-    guard user?.load(as: ConnectionSlot.self) == 1 else { break }
-    user?.storeBytes(of: 0, as: ConnectionSlot.self)
-    var body = Array(healthBody)
+    guard tag(user) == SocketTag.health else { break }
+    setTag(user, 0)
     let pre = cds_lws_pre()
-    var framed = [UInt8](repeating: 0, count: pre) + body
+    var framed = [UInt8](repeating: 0, count: pre) + healthBody
     let written = framed.withUnsafeMutableBufferPointer { buffer in
-      lws_write(wsi, buffer.baseAddress! + pre, body.count, LWS_WRITE_HTTP_FINAL)
+      lws_write(wsi, buffer.baseAddress! + pre, healthBody.count, LWS_WRITE_HTTP_FINAL)
     }
-    body.removeAll()
     guard written >= 0 else { return -1 }
     return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
 
@@ -119,7 +189,7 @@ func httpCallback(
   return lws_callback_http_dummy(wsi, reason, user, input, length)
 }
 
-private let healthBody = #"{"status":"ok"}"#.utf8
+private let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
 private func writeHealthHeaders(_ wsi: OpaquePointer) -> Bool {
   let pre = cds_lws_pre()

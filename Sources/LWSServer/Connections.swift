@@ -1,25 +1,54 @@
 import CountdownCore
 
 /// What became of a received chunk.
-enum ReceiveOutcome: Equatable {
+enum ChunkOutcome: Equatable {
   case buffered
   case delivered
-  /// Over `maxMessageBytes`: the connection must close with 1009.
-  case tooLarge
+  /// Close the connection with this WebSocket status.
+  case close(code: UInt16, reason: String)
+}
+
+/// What the writable callback should do after writing.
+enum WriteOutcome: Equatable {
+  case keepOpen
+  /// Close with this WebSocket status (after the frame, if any, was written).
+  case close(code: UInt16, reason: String)
+  /// Hang up at once (the write failed).
+  case fail
+}
+
+/// Messages received so far on the test-only echo route.
+struct EchoState {
+  var partial: [UInt8] = []
+  var partialIsBinary = false
+  var outgoing: [(bytes: [UInt8], binary: Bool)] = []
 }
 
 extension CountdownServer {
   /// A WebSocket finished its handshake on `/ws/<session>`.
-  func opened(_ wsi: OpaquePointer, session: String) -> ConnectionID {
-    let id = hub.connect(session: session, now: clock.nowMilliseconds())
-    let slot = Int(id)
-    if slot >= sockets.count {
-      sockets.append(contentsOf: repeatElement(nil, count: slot - sockets.count + 1))
-      partialMessages.append(contentsOf: repeatElement([], count: slot - partialMessages.count + 1))
+  /// Returns nil when the hub refused it; the refusal frame is then pending.
+  func opened(_ wsi: OpaquePointer, session: String, key: String?, peer: String) -> ConnectionID? {
+    openSockets += 1
+    connectionsByPeer[peer, default: 0] += 1
+    switch hub.connect(session: session, key: key, now: clock.nowMilliseconds()) {
+    case .refused(let code):
+      refusals[wsi] = (peer, code)
+      requestWritable(wsi)
+      return nil
+    case .joined(let id):
+      let slot = Int(id)
+      if slot >= sockets.count {
+        let grow = slot - sockets.count + 1
+        sockets.append(contentsOf: repeatElement(nil, count: grow))
+        partialMessages.append(contentsOf: repeatElement([], count: grow))
+        peers.append(contentsOf: repeatElement("", count: grow))
+        waitingSince.append(contentsOf: repeatElement(0, count: grow))
+      }
+      sockets[slot] = wsi
+      peers[slot] = peer
+      flush()
+      return id
     }
-    sockets[slot] = wsi
-    flush()
-    return id
   }
 
   /// A chunk of a client message. The size limit counts every fragment, and
@@ -27,34 +56,120 @@ extension CountdownServer {
   /// it is buffered whole.
   func received(
     _ chunk: UnsafeRawBufferPointer, from id: ConnectionID, announcedRemaining: Int, isLast: Bool
-  ) -> ReceiveOutcome {
+  ) -> ChunkOutcome {
     let slot = Int(id)
     guard partialMessages[slot].count + chunk.count + announcedRemaining <= config.maxMessageBytes
     else {
       partialMessages[slot] = []
-      return .tooLarge
+      return .close(code: 1009, reason: "message over \(config.maxMessageBytes) bytes")
     }
     partialMessages[slot].append(contentsOf: chunk)
     guard isLast else { return .buffered }
     let message = partialMessages[slot]
     partialMessages[slot].removeAll(keepingCapacity: false)
-    hub.receive(message, from: id, now: clock.nowMilliseconds())
+    let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
+    if case .close(let code, let reason) = outcome { return .close(code: code, reason: reason) }
     return .delivered
   }
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
-  func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> Bool {
-    guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else { return true }
-    guard write(frame, to: wsi) else { return false }
-    if hub.hasPending(id) { requestWritable(wsi) }
-    return true
+  func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
+    waitingSince[Int(id)] = 0
+    if stopping { return .close(code: 1001, reason: "server shutting down") }
+    guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else { return .keepOpen }
+    guard write(frame, to: wsi, binary: false) else { return .fail }
+    if hub.hasPending(id) { markWaiting(id, wsi) }
+    return .keepOpen
+  }
+
+  /// A refused join: its one error frame, then close 1013 (try again later).
+  func writableRefused(_ wsi: OpaquePointer) -> WriteOutcome {
+    guard let (_, code) = refusals[wsi] else { return .fail }
+    let frame = WireCodec.refusal(code, message: "the server has as many sessions as it allows")
+    guard write(frame, to: wsi, binary: false) else { return .fail }
+    return .close(code: 1013, reason: "try again later")
   }
 
   func closed(_ id: ConnectionID) {
-    sockets[Int(id)] = nil
-    partialMessages[Int(id)] = []
+    let slot = Int(id)
+    sockets[slot] = nil
+    partialMessages[slot] = []
+    waitingSince[slot] = 0
+    releasePeer(peers[slot])
+    peers[slot] = ""
     hub.disconnect(id, now: clock.nowMilliseconds())
     flush()
+  }
+
+  func closedRefused(_ wsi: OpaquePointer) {
+    guard let (peer, _) = refusals.removeValue(forKey: wsi) else { return }
+    releasePeer(peer)
+  }
+
+  private func releasePeer(_ peer: String) {
+    openSockets -= 1
+    let remaining = connectionsByPeer[peer, default: 1] - 1
+    connectionsByPeer[peer] = remaining > 0 ? remaining : nil
+  }
+
+  /// Remembers when a connection began waiting to be written, for the unwritable sweep.
+  func markWaiting(_ id: ConnectionID, _ wsi: OpaquePointer) {
+    if waitingSince[Int(id)] == 0 { waitingSince[Int(id)] = clock.nowMilliseconds() }
+    requestWritable(wsi)
+  }
+
+  /// Connections that have had something to send for too long without the
+  /// socket taking it: their reader is gone or stuck.
+  func stuckConnections(now: Int64) -> [OpaquePointer] {
+    let limit = Int64(config.unwritableTimeoutSeconds) * 1000
+    var stuck: [OpaquePointer] = []
+    for slot in waitingSince.indices where waitingSince[slot] != 0 {
+      if now - waitingSince[slot] >= limit, let wsi = sockets[slot] { stuck.append(wsi) }
+    }
+    return stuck
+  }
+
+  // MARK: The test-only echo route
+
+  func echoOpened(_ wsi: OpaquePointer, peer: String) {
+    openSockets += 1
+    connectionsByPeer[peer, default: 0] += 1
+    echoes[wsi] = EchoState()
+    echoPeers[wsi] = peer
+  }
+
+  func echoReceived(
+    _ wsi: OpaquePointer, _ chunk: UnsafeRawBufferPointer, binary: Bool, isFirst: Bool,
+    isLast: Bool
+  ) -> ChunkOutcome {
+    guard var state = echoes[wsi] else { return .close(code: 1011, reason: "unknown") }
+    if isFirst { state.partialIsBinary = binary }
+    guard state.partial.count + chunk.count <= config.echoMaxMessageBytes else {
+      return .close(code: 1009, reason: "message too large")
+    }
+    state.partial.append(contentsOf: chunk)
+    if isLast {
+      state.outgoing.append((state.partial, state.partialIsBinary))
+      state.partial = []
+      requestWritable(wsi)
+    }
+    echoes[wsi] = state
+    return isLast ? .delivered : .buffered
+  }
+
+  func echoWritable(_ wsi: OpaquePointer) -> WriteOutcome {
+    if stopping { return .close(code: 1001, reason: "server shutting down") }
+    guard var state = echoes[wsi], !state.outgoing.isEmpty else { return .keepOpen }
+    let next = state.outgoing.removeFirst()
+    echoes[wsi] = state
+    guard write(next.bytes, to: wsi, binary: next.binary) else { return .fail }
+    if !state.outgoing.isEmpty { requestWritable(wsi) }
+    return .keepOpen
+  }
+
+  func echoClosed(_ wsi: OpaquePointer) {
+    echoes[wsi] = nil
+    if let peer = echoPeers.removeValue(forKey: wsi) { releasePeer(peer) }
   }
 }

@@ -22,9 +22,25 @@ public final class CountdownServer {
   var sockets: [OpaquePointer?] = []
   /// Fragments received so far of each connection's current message.
   var partialMessages: [[UInt8]] = []
+  /// The peer address of each hub connection, for the per-IP cap.
+  var peers: [String] = []
+  /// When each connection began waiting to be written (0: not waiting).
+  var waitingSince: [Int64] = []
+  /// Open WebSocket connections of every kind, and how many per peer address.
+  var openSockets = 0
+  var connectionsByPeer: [String: Int] = [:]
+  /// Joins the hub refused, waiting to send their error and close.
+  var refusals: [OpaquePointer: (peer: String, code: ErrorCode)] = [:]
+  var echoes: [OpaquePointer: EchoState] = [:]
+  var echoPeers: [OpaquePointer: String] = [:]
+  /// Set once a stop is requested: every socket is being closed with 1001.
+  private(set) var stopping = false
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private let timer: UnsafeMutablePointer<cds_timer_t>
+  /// Sweeps stuck connections every few seconds, and bounds the shutdown.
+  private let housekeeping: UnsafeMutablePointer<cds_timer_t>
+  private var shutdownDeadlinePassed = false
   private var timerDue: Int64?
   private var context: OpaquePointer?
   /// C strings and structs the context points into; freed after it is destroyed.
@@ -37,11 +53,14 @@ public final class CountdownServer {
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
     timer = .allocate(capacity: 1)
     timer.initialize(to: cds_timer_t())
+    housekeeping = .allocate(capacity: 1)
+    housekeeping.initialize(to: cds_timer_t())
   }
 
   deinit {
     scratch.deallocate()
     timer.deallocate()
+    housekeeping.deallocate()
     for pointer in retained { free(pointer) }
   }
 
@@ -58,6 +77,9 @@ public final class CountdownServer {
     info.mounts = UnsafePointer(makeMounts())
     info.pvo = UnsafePointer(makeProtocolOptions())
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
+    info.timeout_secs = UInt32(config.headerTimeoutSeconds)
+    // lws sizes its fd table from the open-file limit; keep one for every allowed socket.
+    info.fd_limit_per_thread = UInt32(config.maxConnections + 64)
     info.options = cds_option_validate_utf8() | cds_option_security_headers()
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
     info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -74,11 +96,41 @@ public final class CountdownServer {
     }
     let vhost = lws_get_vhost_by_name(created, "default")
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
+    scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
 
     while !ActiveContext.stopRequested {
       let code = lws_service(created, 0)
       if code < 0 { throw .serviceFailed(code: code) }
     }
+    // Close every WebSocket with 1001 "going away", for at most 1.5 s.
+    stopping = true
+    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
+    scheduleHousekeeping(afterMs: 1500)
+    while openSockets > 0 && !shutdownDeadlinePassed {
+      if lws_service(created, 0) < 0 { break }
+    }
+  }
+
+  static let sweepIntervalMs: Int64 = 5000
+
+  private func scheduleHousekeeping(afterMs delay: Int64) {
+    guard let context else { return }
+    housekeeping.pointee.user = Unmanaged.passUnretained(self).toOpaque()
+    lws_sul_schedule(
+      context, 0, &housekeeping.pointee.sul, housekeepingFired, lws_usec_t(delay * 1000))
+  }
+
+  fileprivate func housekeepingDidFire() {
+    if stopping {
+      shutdownDeadlinePassed = true
+      return
+    }
+    for wsi in stuckConnections(now: clock.nowMilliseconds()) {
+      // Not writable for a minute: nothing we send can reach it. Kill it from
+      // outside its callbacks, the way lws allows.
+      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+    }
+    scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
   }
 
   /// Asks the service loop to finish. Safe from a signal handler.
@@ -91,7 +143,7 @@ public final class CountdownServer {
   /// Pushes what the hub has to write to lws, and re-arms the one timer.
   func flush() {
     hub.drainWritable { connection in
-      if let wsi = sockets[Int(connection)] { lws_callback_on_writable(wsi) }
+      if let wsi = sockets[Int(connection)] { markWaiting(connection, wsi) }
     }
     armTimer()
   }
@@ -101,7 +153,7 @@ public final class CountdownServer {
   }
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
-  func write(_ frame: [UInt8], to wsi: OpaquePointer) -> Bool {
+  func write(_ frame: [UInt8], to wsi: OpaquePointer, binary: Bool) -> Bool {
     let pre = cds_lws_pre()
     if pre + frame.count > scratch.count {
       scratch.deallocate()
@@ -112,10 +164,11 @@ public final class CountdownServer {
     }
     let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
     // lws keeps whatever the socket does not take and holds WRITEABLE until it drains.
-    return lws_write(wsi, payload, frame.count, LWS_WRITE_TEXT) >= 0
+    return lws_write(wsi, payload, frame.count, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) >= 0
   }
 
   private func armTimer() {
+    guard !stopping else { return }
     let due = hub.nextWakeup
     guard due != timerDue else { return }
     timerDue = due
@@ -237,6 +290,11 @@ private enum ActiveContext {
     // lws_service sleeps in poll() until an event: wake it so it sees the flag.
     if let context { lws_cancel_service(context) }
   }
+}
+
+private func housekeepingFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+  guard let sul, let user = cds_timer_user(sul) else { return }
+  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().housekeepingDidFire()
 }
 
 /// Recovers the server from the timer, whose callback gets only the sul.

@@ -1,29 +1,33 @@
 /// What the network layer needs to know, already validated by the command line.
 public struct ServerConfig: Sendable {
   /// Address to listen on (an IP address or interface name).
-  public var host: String
+  public var host: String = "127.0.0.1"
   /// TCP port; 0 lets the kernel choose (the chosen one is reported by `run`).
-  public var port: Int
+  public var port: Int = 8080
   /// Directory whose files are served over HTTP.
-  public var publicDirectory: String
+  public var publicDirectory: String = "Public"
   /// Largest client message, counted across fragments, before close 1009.
-  public var maxMessageBytes: Int
+  public var maxMessageBytes: Int = 4096
   /// Send a WebSocket ping after this much silence.
-  public var pingAfterSeconds: Int
+  public var pingAfterSeconds: Int = 20
   /// Hang up when nothing valid (not even a pong) arrived for this long.
-  public var hangUpAfterSeconds: Int
+  public var hangUpAfterSeconds: Int = 30
+  /// A connection that has had something to write but could not for this long is closed.
+  public var unwritableTimeoutSeconds: Int = 60
+  /// WebSocket connections at most, over all clients (HTTP 503 past it).
+  public var maxConnections: Int = 19_500
+  /// WebSocket connections at most from one IP address (HTTP 429 past it).
+  public var maxConnectionsPerIP: Int = 1024
+  /// Origins allowed to open a WebSocket besides the server's own; "*" allows any.
+  public var allowedOrigins: [String] = []
+  /// Serve the test-only echo route `/echo` (for the Autobahn conformance suite).
+  public var echoRoute = false
+  /// Largest echoed message on the echo route.
+  public var echoMaxMessageBytes: Int = 16 * 1024 * 1024
+  /// Seconds an HTTP client may take to send its request headers.
+  public var headerTimeoutSeconds: Int = 5
 
-  public init(
-    host: String = "127.0.0.1", port: Int = 8080, publicDirectory: String = "Public",
-    maxMessageBytes: Int = 4096, pingAfterSeconds: Int = 20, hangUpAfterSeconds: Int = 30
-  ) {
-    self.host = host
-    self.port = port
-    self.publicDirectory = publicDirectory
-    self.maxMessageBytes = maxMessageBytes
-    self.pingAfterSeconds = pingAfterSeconds
-    self.hangUpAfterSeconds = hangUpAfterSeconds
-  }
+  public init() {}
 }
 
 /// Failures of the C library, turned into Swift values in one place.

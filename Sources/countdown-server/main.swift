@@ -36,12 +36,28 @@ guard stat(options.server.publicDirectory + "/index.html", &isDirectory) == 0 el
   fail("--public \(options.server.publicDirectory): no index.html there")
 }
 
+/// Every allowed connection needs a descriptor, plus a few for files and the listener.
+func raiseOpenFileLimit(toServe connections: Int) {
+  let needed = rlim_t(connections + 64)
+  var limit = rlimit()
+  guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < needed else { return }
+  let target = min(needed, limit.rlim_max)
+  limit.rlim_cur = target
+  if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) != 0 || target < needed {
+    report(
+      "warning: the open-file limit is \(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 0), "
+        + "but --max-connections \(connections) needs \(needed); connections past it will fail")
+  }
+}
+
 signal(SIGPIPE, SIG_IGN)
 for stopSignal in [SIGINT, SIGTERM] {
   signal(stopSignal) { _ in CountdownServer.requestStop() }
 }
 
-let hub = Hub(config: SessionConfig(defaultSeconds: options.defaultSeconds))
+raiseOpenFileLimit(toServe: options.server.maxConnections)
+
+let hub = Hub(config: options.hub)
 let server = CountdownServer(config: options.server, hub: hub)
 do {
   try server.run { port in

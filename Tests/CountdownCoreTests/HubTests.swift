@@ -56,8 +56,8 @@ struct FakeViewer {
 
   /// Three viewers of one session receive the same patch stream from one start.
   @Test func threeViewersSameStream() {
-    let hub = Hub(config: SessionConfig())
-    var viewers = (0..<3).map { _ in FakeViewer(id: hub.connect(session: "a", now: t0)) }
+    let hub = Hub(config: HubConfig())
+    var viewers = (0..<3).map { _ in FakeViewer(id: hub.join("a", now: t0)) }
     for index in viewers.indices { viewers[index].read(from: hub, now: t0) }
     let offset = viewers.map(\.messages.count)
     hub.receive(start(3), from: viewers[0].id, now: t0 + 500)
@@ -82,13 +82,13 @@ struct FakeViewer {
 
   /// A viewer joining mid-run gets a snapshot equal to what an early viewer built from patches.
   @Test func midRunSnapshotMatchesAppliedPatches() {
-    let hub = Hub(config: SessionConfig())
-    var early = FakeViewer(id: hub.connect(session: "s", now: t0))
+    let hub = Hub(config: HubConfig())
+    var early = FakeViewer(id: hub.join("s", now: t0))
     hub.receive(start(5), from: early.id, now: t0)
     hub.advance(now: t0 + 1000)
     hub.advance(now: t0 + 2000)
     early.read(from: hub, now: t0 + 2000)
-    var late = FakeViewer(id: hub.connect(session: "s", now: t0 + 2100))
+    var late = FakeViewer(id: hub.join("s", now: t0 + 2100))
     late.read(from: hub, now: t0 + 2100)
     early.read(from: hub, now: t0 + 2100)
     #expect(late.messages.first?["type"] as? String == "snapshot")
@@ -99,9 +99,9 @@ struct FakeViewer {
 
   /// A viewer that reads nothing for many ticks gets one merged patch that yields the true state.
   @Test func slowViewerGetsOneMergedPatch() {
-    let hub = Hub(config: SessionConfig())
-    var fast = FakeViewer(id: hub.connect(session: "s", now: t0))
-    var slow = FakeViewer(id: hub.connect(session: "s", now: t0))
+    let hub = Hub(config: HubConfig())
+    var fast = FakeViewer(id: hub.join("s", now: t0))
+    var slow = FakeViewer(id: hub.join("s", now: t0))
     fast.read(from: hub, now: t0)
     slow.read(from: hub, now: t0)
     hub.receive(start(10), from: fast.id, now: t0)
@@ -120,8 +120,8 @@ struct FakeViewer {
 
   /// The patch a command causes reaches its sender before the ack naming its seq.
   @Test func ackFollowsItsPatch() {
-    let hub = Hub(config: SessionConfig())
-    var viewer = FakeViewer(id: hub.connect(session: "s", now: t0))
+    let hub = Hub(config: HubConfig())
+    var viewer = FakeViewer(id: hub.join("s", now: t0))
     viewer.read(from: hub, now: t0)
     hub.receive(start(2, id: 9), from: viewer.id, now: t0)
     viewer.read(from: hub, now: t0)
@@ -133,9 +133,9 @@ struct FakeViewer {
 
   /// Bad input gets its error code; the session and the other viewers are untouched.
   @Test func errorsLeaveSessionUnharmed() {
-    let hub = Hub(config: SessionConfig())
-    var sender = FakeViewer(id: hub.connect(session: "s", now: t0))
-    var other = FakeViewer(id: hub.connect(session: "s", now: t0))
+    let hub = Hub(config: HubConfig())
+    var sender = FakeViewer(id: hub.join("s", now: t0))
+    var other = FakeViewer(id: hub.join("s", now: t0))
     sender.read(from: hub, now: t0)
     other.read(from: hub, now: t0)
     let seq = other.seq
@@ -153,9 +153,9 @@ struct FakeViewer {
 
   /// A ping is answered on its own connection only, without touching the session.
   @Test func pingIsPrivate() {
-    let hub = Hub(config: SessionConfig(), epoch: "e1")
-    var pinger = FakeViewer(id: hub.connect(session: "s", now: t0))
-    var other = FakeViewer(id: hub.connect(session: "s", now: t0))
+    let hub = Hub(config: HubConfig(), epoch: "e1")
+    var pinger = FakeViewer(id: hub.join("s", now: t0))
+    var other = FakeViewer(id: hub.join("s", now: t0))
     pinger.read(from: hub, now: t0)
     other.read(from: hub, now: t0)
     let seq = other.seq
@@ -171,15 +171,15 @@ struct FakeViewer {
 
   /// Every server start has its own epoch.
   @Test func epochsDiffer() {
-    #expect(Hub(config: SessionConfig()).epoch != Hub(config: SessionConfig()).epoch)
+    #expect(Hub(config: HubConfig()).epoch != Hub(config: HubConfig()).epoch)
     #expect(Hub.randomEpoch().count == 16)
   }
 
   /// Sessions are independent, and the default seconds apply when a start names none.
   @Test func sessionsAreIndependent() {
-    let hub = Hub(config: SessionConfig(defaultSeconds: 7))
-    var a = FakeViewer(id: hub.connect(session: "a", now: t0))
-    var b = FakeViewer(id: hub.connect(session: "b", now: t0))
+    let hub = Hub(config: HubConfig(session: SessionConfig(defaultSeconds: 7)))
+    var a = FakeViewer(id: hub.join("a", now: t0))
+    var b = FakeViewer(id: hub.join("b", now: t0))
     hub.receive(Array(#"{"op":"start"}"#.utf8), from: a.id, now: t0)
     a.read(from: hub, now: t0)
     b.read(from: hub, now: t0)
@@ -190,9 +190,9 @@ struct FakeViewer {
 
   /// An idle session without viewers is forgotten after 60 s; a running one is kept.
   @Test func quietSessionsAreForgotten() {
-    let hub = Hub(config: SessionConfig())
-    let idle = hub.connect(session: "idle", now: t0)
-    let busy = hub.connect(session: "busy", now: t0)
+    let hub = Hub(config: HubConfig())
+    let idle = hub.join("idle", now: t0)
+    let busy = hub.join("busy", now: t0)
     hub.receive(start(300), from: busy, now: t0)
     hub.disconnect(idle, now: t0 + 1)
     hub.disconnect(busy, now: t0 + 1)
@@ -209,14 +209,14 @@ struct FakeViewer {
 
   /// Viewer counts follow joins and leaves, and a viewer's slot is reused safely.
   @Test func viewerCountsFollowConnections() {
-    let hub = Hub(config: SessionConfig())
-    let first = hub.connect(session: "s", now: t0)
-    let second = hub.connect(session: "s", now: t0 + 300)
+    let hub = Hub(config: HubConfig())
+    let first = hub.join("s", now: t0)
+    let second = hub.join("s", now: t0 + 300)
     hub.disconnect(first, now: t0 + 600)
     var viewer = FakeViewer(id: second)
     viewer.read(from: hub, now: t0 + 600)
     #expect(viewer.state["viewers"] as? Int == 1)
-    let third = hub.connect(session: "s", now: t0 + 900)
+    let third = hub.join("s", now: t0 + 900)
     #expect(third == first)  // the slot was reused
     viewer.read(from: hub, now: t0 + 900)
     #expect(viewer.state["viewers"] as? Int == 2)
@@ -224,10 +224,10 @@ struct FakeViewer {
 
   /// drainWritable names every viewer of a session that changed, and the hub is then quiet.
   @Test func drainNamesChangedViewers() {
-    let hub = Hub(config: SessionConfig())
-    let a = hub.connect(session: "s", now: t0)
-    let b = hub.connect(session: "s", now: t0)
-    let c = hub.connect(session: "other", now: t0)
+    let hub = Hub(config: HubConfig())
+    let a = hub.join("s", now: t0)
+    let b = hub.join("s", now: t0)
+    let c = hub.join("other", now: t0)
     var named = Set<ConnectionID>()
     hub.drainWritable { named.insert($0) }
     #expect(named == [a, b, c])
@@ -237,5 +237,20 @@ struct FakeViewer {
     hub.drainWritable { named.insert($0) }
     #expect(named == [a, b])
     #expect(!hub.hasPending(c))
+  }
+}
+
+extension Hub {
+  /// Joins a session that must accept the viewer.
+  func join(
+    _ session: String, key: String? = nil, now: Int64,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) -> ConnectionID {
+    let outcome = connect(session: session, key: key, now: now)
+    guard case .joined(let id) = outcome else {
+      Issue.record("join refused: \(outcome)", sourceLocation: sourceLocation)
+      return -1
+    }
+    return id
   }
 }

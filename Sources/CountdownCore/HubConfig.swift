@@ -1,0 +1,84 @@
+/// Who may start and cancel a session's countdown.
+public enum ControlMode: String, Sendable, CaseIterable {
+  /// Anyone who can open the session.
+  case open
+  /// Only connections that present the session's controller key.
+  case key
+}
+
+/// Everything the hub is told at start-up: session behaviour and the limits
+/// that keep one client from costing the others.
+public struct HubConfig: Sendable {
+  public var session: SessionConfig
+  /// Live sessions at most; joining a new id past this is refused.
+  public var maxSessions: Int
+  /// Sustained commands per second per connection (the token bucket's rate and size).
+  public var commandsPerSecond: Double
+  /// A connection still over its rate after this long is closed with 1008.
+  public var floodCloseAfterMs: Int64
+  public var control: ControlMode
+
+  public init(
+    session: SessionConfig = SessionConfig(), maxSessions: Int = 100_000,
+    commandsPerSecond: Double = 20, floodCloseAfterMs: Int64 = 5000, control: ControlMode = .open
+  ) {
+    self.session = session
+    self.maxSessions = maxSessions
+    self.commandsPerSecond = commandsPerSecond
+    self.floodCloseAfterMs = floodCloseAfterMs
+    self.control = control
+  }
+}
+
+/// A token bucket holding up to one second of commands, refilled continuously.
+struct TokenBucket: Sendable {
+  private var tokens: Double
+  private var refilledAt: Int64
+  /// When the current unbroken run of refusals began, if one is under way.
+  private(set) var floodingSince: Int64?
+  private var lastRefusalAt = Int64.min / 2
+
+  init(rate: Double, now: Int64) {
+    tokens = rate
+    refilledAt = now
+  }
+
+  /// Takes one token if there is one. A refusal more than a second after the
+  /// previous one starts a new run, so a client that merely bursts now and
+  /// then is never taken for a flooder.
+  mutating func take(rate: Double, now: Int64) -> Bool {
+    tokens = min(rate, tokens + Double(now - refilledAt) * rate / 1000)
+    refilledAt = now
+    if tokens >= 1 {
+      tokens -= 1
+      return true
+    }
+    if now - lastRefusalAt > 1000 { floodingSince = now }
+    lastRefusalAt = now
+    return false
+  }
+}
+
+/// Controller keys: 128 random bits from the system CSPRNG, compared in constant time.
+public enum ControllerKey {
+  public static func generate() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in hex(generator.next() as UInt64) }.joined()
+  }
+
+  static func hex(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 16 - digits.count) + digits
+  }
+
+  /// True when the two keys are equal; the time taken depends only on their lengths.
+  public static func matches(_ offered: String, _ expected: String) -> Bool {
+    let a = Array(offered.utf8)
+    let b = Array(expected.utf8)
+    var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+    for index in 0..<b.count {
+      difference |= (index < a.count ? a[index] : 0) ^ b[index]
+    }
+    return difference == 0
+  }
+}
