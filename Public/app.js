@@ -1,35 +1,54 @@
 // Countdown page: connects to one session and renders it.
 //
-// The server is the only source of truth: the button, spinner and label are
-// drawn from the snapshot plus the merge patches that follow it, never from
-// what this page thinks should happen. Pure helpers live in logic.js.
+// The server is the only source of truth. The button, spinner and label come
+// from the snapshot plus the merge patches that follow it, never from what
+// this page thinks should happen. The one thing drawn locally is *when* the
+// number changes: the label is computed from the server's `endsAt` and an
+// NTP-style estimate of the clock offset, so it turns on the second boundary
+// even when a patch is late, and every patch that arrives is obeyed at once
+// (see effectiveOffset in logic.js). Pure helpers live in logic.js.
 
 import {
   SUBPROTOCOL,
   STRINGS,
-  applyMergePatch,
+  addClockSample,
   backoffDelay,
+  bestOffset,
+  clockSample,
+  effectiveOffset,
   errorText,
   labelSize,
   labelText,
-  normalizeState,
+  msUntilNextChange,
   parseSeconds,
   parseSession,
   pickLang,
+  reduceMessage,
   sessionUrl,
   shouldReconnect,
   viewersText,
 } from "./logic.js";
 
-const CONN_STATES = ["connecting", "live", "lost"];
+// connecting: the first attempt; live: this connection has its snapshot;
+// reconnecting: lost, retrying with backoff; closed: the server said not to retry.
+const CONN_STATES = ["connecting", "live", "reconnecting", "closed"];
+
+const PRESS_TIMEOUT_MS = 8000; // a press with no ack/error by then is given up
+const SNAPSHOT_TIMEOUT_MS = 10_000; // an open socket with no snapshot by then is dropped
+const PONG_TIMEOUT_MS = 5000; // an unanswered ping means the link is dead
+const PING_BURST = 5; // pings per burst on each new connection
+const PING_GAP_MS = 150; // between the pings of a burst
+const RESYNC_MS = 60_000; // a short burst this often keeps the offset fresh and the link checked
 
 const el = {
   root: document.documentElement,
   form: document.getElementById("controls"),
   start: document.getElementById("start"),
+  spinnerText: document.getElementById("spinner-text"),
   cancel: document.getElementById("cancel"),
   label: document.getElementById("label"),
   seconds: document.getElementById("seconds"),
+  secondsField: document.getElementById("seconds-field"),
   session: document.getElementById("session"),
   viewers: document.getElementById("viewers"),
   status: document.getElementById("status"),
@@ -38,45 +57,74 @@ const el = {
 const lang = pickLang(location.search, navigator.languages?.length ? navigator.languages : [navigator.language]);
 const t = STRINGS[lang];
 
-// Everything render() reads. `state` is exactly what the server has told us.
+/** The page's clock. Wall time, so it matches the server's epoch ms up to the offset. */
+const now = () => Date.now();
+
+// Everything render() reads.
 const model = {
-  conn: "connecting", // connecting (first attempt) | live (have a fresh snapshot) | lost
+  conn: "connecting",
   session: "",
-  state: null, // null until the first snapshot
+  epoch: null, // the server's epoch from the last snapshot
   seq: -Infinity,
-  message: null, // {text, kind} shown in #status instead of the connection text
-  refused: false, // no reconnecting: bad session id or the server said 1008
+  state: null, // exactly what the server has told us; null until the first snapshot
+  anchor: null, // the last authoritative `remaining` while running (see effectiveOffset)
+  samples: [], // recent clock samples (clockSample in logic.js)
+  message: null, // {text, kind: "error"|"info"} shown in #status instead of the connection text
+  closedText: null, // why we stopped retrying, when conn is "closed"
 };
 
 let ws = null;
+let snapshotted = false; // whether the current socket has delivered its snapshot
+let connectStartedAt = 0;
 let attempt = 0;
 let retryTimer = 0;
-let nextId = 1; // never reset, so a late ack from an old socket cannot match a new command
-// Command id -> op until its ack or error arrives: the hook for showing a
-// "waiting for the server" state on the page that pressed.
+let snapshotTimer = 0;
+let tickTimer = 0;
+let resyncTimer = 0;
+let nextId = 1; // never reset, so a late reply from an old socket cannot match a new command
+
+// Commands in flight: id -> {op, timer}. A pending start shows the spinner on
+// this page until its ack or error, because pressing is a wait for the network.
 const pending = new Map();
+
+// The ping in flight (one at a time, so pongs never queue behind each other):
+// {t, timer} or null, plus how many more the current burst wants.
+let ping = null;
+let pingsLeft = 0;
+let pingGapTimer = 0;
 
 // ---- Connection ------------------------------------------------------------
 
 function setConn(conn) {
-  if (model.conn !== conn) model.message = null; // old errors are stale once the link changes
+  if (model.conn !== conn) model.message = null; // old messages are stale once the link changes
   model.conn = conn;
   for (const c of CONN_STATES) el.root.classList.toggle(`state-${c}`, c === conn);
 }
 
 function connect() {
-  if (ws || model.refused) return;
+  if (ws || model.conn === "closed") return;
   clearTimeout(retryTimer);
+  // Tell the server what we have. It may answer with only the missed patches;
+  // today it always sends a fresh snapshot, which replaces everything anyway.
+  const since = model.state && Number.isSafeInteger(model.seq) ? model.seq : null;
   let sock;
   try {
-    sock = new WebSocket(sessionUrl(location, model.session), SUBPROTOCOL);
+    sock = new WebSocket(sessionUrl(location, model.session, since), SUBPROTOCOL);
   } catch {
     scheduleReconnect();
     return;
   }
   ws = sock;
-  // Handlers check `ws === sock` so a socket we have given up on cannot
-  // touch the model.
+  snapshotted = false;
+  connectStartedAt = now();
+  // Handlers check `ws === sock` so a socket we have given up on cannot touch the model.
+  sock.addEventListener("open", () => {
+    if (ws !== sock) return;
+    clearTimeout(snapshotTimer);
+    snapshotTimer = setTimeout(() => {
+      if (ws === sock && !snapshotted) dropSocket();
+    }, SNAPSHOT_TIMEOUT_MS);
+  });
   sock.addEventListener("message", (ev) => {
     if (ws === sock) onMessage(ev.data);
   });
@@ -86,22 +134,48 @@ function connect() {
   // "error" is always followed by "close", which does the work.
 }
 
-function onClose(ev) {
+/** Forgets everything tied to the current socket: commands in flight, pings. */
+function forgetSocket() {
   ws = null;
+  snapshotted = false;
+  clearTimeout(snapshotTimer);
+  clearTimeout(resyncTimer);
+  clearTimeout(pingGapTimer);
+  if (ping) clearTimeout(ping.timer);
+  ping = null;
+  pingsLeft = 0;
+  // No reply can come on a new socket, so the spinner a press showed must go now.
+  for (const p of pending.values()) clearTimeout(p.timer);
   pending.clear();
-  if (!shouldReconnect(ev.code)) {
-    model.refused = true;
-    setConn("lost");
+}
+
+/** Gives up on a socket that looks dead (no snapshot, no pong, offline) and retries. */
+function dropSocket() {
+  const sock = ws;
+  forgetSocket();
+  try {
+    sock?.close(4000, "client gave up");
+  } catch {
+    // already closing
+  }
+  scheduleReconnect();
+}
+
+function onClose(ev) {
+  forgetSocket();
+  if (!shouldReconnect(ev.code, ev.reason, ev.wasClean)) {
+    model.closedText = ev.code === 1008 ? t.refused : t.ended;
+    setConn("closed");
     render();
     return;
   }
   scheduleReconnect();
 }
 
-// Stays "lost" while retrying (rather than flickering back to "connecting"
-// on each attempt) until a snapshot proves the link is live again.
+// Stays "reconnecting" while retrying (rather than flickering back to
+// "connecting" on each attempt) until a snapshot proves the link is live again.
 function scheduleReconnect() {
-  setConn("lost");
+  setConn("reconnecting");
   render();
   clearTimeout(retryTimer);
   retryTimer = setTimeout(connect, backoffDelay(attempt++));
@@ -110,10 +184,12 @@ function scheduleReconnect() {
 // A backoff timer can be seconds long; when the tab comes back to the front
 // or the network returns, the user is looking now, so try now.
 function reconnectNow() {
-  if (ws || model.refused || model.conn !== "lost") return;
+  if (ws || model.conn !== "reconnecting") return;
   attempt = 0;
   connect();
 }
+
+// ---- Messages ------------------------------------------------------------------
 
 function onMessage(data) {
   let msg;
@@ -122,47 +198,135 @@ function onMessage(data) {
   } catch {
     return; // the server only sends JSON; ignore rather than die on a stray frame
   }
+  const at = now();
   switch (msg?.type) {
     case "snapshot":
-      // A snapshot may also arrive mid-connection: it replaces state wholesale.
-      model.state = normalizeState(msg.state);
-      model.seq = typeof msg.seq === "number" ? msg.seq : -Infinity;
-      if (typeof msg.session === "string") model.session = msg.session;
-      attempt = 0; // reset only now: a server that accepts and drops must still back off
-      setConn("live");
-      break;
     case "patch":
-      if (!model.state) return;
-      // seq may jump (merged patches) but never goes back; drop anything stale.
-      if (typeof msg.seq === "number" && msg.seq <= model.seq) return;
-      model.state = normalizeState(applyMergePatch(model.state, msg.patch));
-      if (typeof msg.seq === "number") model.seq = msg.seq;
+      if (!onState(msg, at)) return;
+      break;
+    case "pong":
+      onPong(msg, at);
       break;
     case "ack":
-      pending.delete(msg.id);
-      if (model.message?.kind === "error") model.message = null;
+      if (!settle(msg.id)) return;
       break;
-    case "error":
-      pending.delete(msg.id);
+    case "error": {
+      // Only replies to this page's own commands are shown; anything else
+      // (an id we no longer wait for) is not the user's business.
+      if (!settle(msg.id)) return;
       model.message = { kind: "error", text: errorText(msg, t) };
       break;
+    }
     default:
       return; // unknown types are for newer pages; ignore
   }
   render();
 }
 
+function onState(msg, at) {
+  const held = { epoch: model.epoch, seq: model.seq, state: model.state };
+  const next = reduceMessage(held, msg, snapshotted);
+  if (!next) return false;
+  const first = msg.type === "snapshot" && !snapshotted;
+  const lostRun = next.restarted && model.state?.phase === "running";
+  if (next.restarted) {
+    // A new epoch: the sessions we knew are gone. Drop every trace of the old
+    // server (its clock samples too) so nothing old is ever drawn again.
+    model.samples = [];
+    model.anchor = null;
+  }
+  model.epoch = next.epoch;
+  model.seq = next.seq;
+  model.state = next.state;
+  if (msg.type === "snapshot") {
+    // The server read its clock between our connect and this arrival: a
+    // coarse clock sample, soon beaten by the pings' shorter round trips.
+    if (first) model.samples = addClockSample(model.samples, clockSample(connectStartedAt, at, msg.serverTime));
+    setAnchor(at, msg.serverTime);
+  } else if (msg.patch && "remaining" in msg.patch) {
+    setAnchor(at, null);
+  } else if (model.state.phase !== "running") {
+    model.anchor = null;
+  }
+  if (first) {
+    snapshotted = true;
+    attempt = 0; // reset only now: a server that accepts and drops must still back off
+    clearTimeout(snapshotTimer);
+    setConn("live");
+    startPings(PING_BURST);
+  }
+  // Say so when the restart took a countdown with it; otherwise there is nothing to tell.
+  if (lostRun) model.message = { kind: "info", text: t.restarted };
+  el.root.dataset.epoch = model.epoch ?? "";
+  el.root.dataset.phase = model.state.phase ?? "";
+  return true;
+}
+
+function setAnchor(at, sentAt) {
+  const s = model.state;
+  model.anchor =
+    s.phase === "running" && Number.isFinite(s.endsAt) && Number.isFinite(s.remaining)
+      ? { endsAt: s.endsAt, remaining: s.remaining, at, sentAt }
+      : null;
+}
+
+/** Ends the wait for command `id`; returns whether this page was waiting for it. */
+function settle(id) {
+  const p = pending.get(id);
+  if (!p) return false;
+  clearTimeout(p.timer);
+  pending.delete(id);
+  return true;
+}
+
 /** Sends a command with a fresh id; returns the id, or null if not connected. */
 function send(op, fields = {}) {
   if (!ws || ws.readyState !== WebSocket.OPEN || model.conn !== "live") {
     model.message = { kind: "error", text: t.notConnected };
-    render();
     return null;
   }
   const id = nextId++;
   ws.send(JSON.stringify({ op, ...fields, id }));
-  pending.set(id, op);
+  const timer = setTimeout(() => {
+    if (!settle(id)) return;
+    model.message = { kind: "error", text: t.noAnswer };
+    render();
+  }, PRESS_TIMEOUT_MS);
+  pending.set(id, { op, timer });
   return id;
+}
+
+// ---- Clock offset -----------------------------------------------------------------
+
+function startPings(count) {
+  pingsLeft = Math.max(pingsLeft, count);
+  if (!ping) sendPing();
+  clearTimeout(resyncTimer);
+  resyncTimer = setTimeout(() => startPings(3), RESYNC_MS);
+}
+
+function sendPing() {
+  clearTimeout(pingGapTimer);
+  if (!ws || ws.readyState !== WebSocket.OPEN || pingsLeft <= 0) return;
+  pingsLeft -= 1;
+  const t0 = now();
+  ws.send(JSON.stringify({ op: "ping", t: t0 }));
+  // The server answers pings at once; silence means a dead link that TCP has
+  // not noticed yet (a sleeping laptop, a dropped Wi-Fi).
+  ping = { t: t0, timer: setTimeout(dropSocket, PONG_TIMEOUT_MS) };
+}
+
+function onPong(msg, at) {
+  if (!ping || msg.t !== ping.t) return;
+  clearTimeout(ping.timer);
+  ping = null;
+  model.samples = addClockSample(model.samples, clockSample(msg.t, at, msg.serverTime));
+  if (pingsLeft > 0) pingGapTimer = setTimeout(sendPing, PING_GAP_MS);
+}
+
+/** The server's time now, as best we know it. */
+function serverNow() {
+  return now() + effectiveOffset(bestOffset(model.samples), model.anchor);
 }
 
 // ---- User actions ------------------------------------------------------------
@@ -180,6 +344,8 @@ function onStart(ev) {
   }
   el.seconds.removeAttribute("aria-invalid");
   model.message = null;
+  // No finishedLabel: each viewer shows the default finish text in its own
+  // language. A finishedLabel sent by another client is shown as is.
   send("start", { seconds });
   render();
 }
@@ -200,39 +366,61 @@ function setText(node, text) {
 
 function statusText() {
   if (model.message) return model.message.text;
-  if (model.refused) return t.refused;
+  if (model.conn === "closed") return model.closedText ?? t.closed;
   return t[model.conn];
+}
+
+function isPending(op) {
+  for (const p of pending.values()) if (p.op === op) return true;
+  return false;
 }
 
 function render() {
   const s = model.state;
   const live = model.conn === "live";
-  const busy = Boolean(s?.spinner);
   const running = s?.phase === "running";
+  const pressing = isPending("start");
+  // The spinner: the server's (a run is going on) or this page's own wait
+  // for the answer to its press.
+  const busy = Boolean(s?.spinner) || pressing;
   const focused = document.activeElement;
 
   if (busy) el.start.setAttribute("aria-busy", "true");
   else el.start.removeAttribute("aria-busy");
   el.start.disabled = busy || !s?.enabled || !live;
+  setText(el.spinnerText, s?.spinner ? t.busy : t.waiting);
+  el.seconds.disabled = busy;
 
+  // The duration picker and Cancel take turns in one row.
+  el.secondsField.hidden = running;
   el.cancel.hidden = !running;
-  el.cancel.disabled = !live;
+  el.cancel.disabled = !live || isPending("cancel");
 
   // Disabling or hiding the focused control drops focus to <body>; hand it to
   // the control that now does the job so keyboard users keep their place.
-  if (focused === el.start && el.start.disabled && !el.cancel.hidden) el.cancel.focus();
+  const lostFocus =
+    (focused === el.start && el.start.disabled) || (focused === el.seconds && el.secondsField.hidden);
+  if (lostFocus && !el.cancel.hidden) el.cancel.focus();
   else if (focused === el.cancel && el.cancel.hidden && !el.start.disabled) el.start.focus();
 
-  const label = s ? labelText(s) : "—";
+  const sNow = serverNow();
+  const label = labelText(s, sNow, t);
   setText(el.label, label);
   el.label.dataset.size = labelSize(label);
 
   setText(el.session, model.session);
+  if (el.session.title !== model.session) el.session.title = model.session;
   setText(el.viewers, s ? viewersText(s.viewers, t) : "");
 
   setText(el.status, statusText());
-  if (model.message?.kind === "error" || model.refused) el.status.dataset.kind = "error";
+  if (model.message?.kind === "error" || model.conn === "closed") el.status.dataset.kind = "error";
   else delete el.status.dataset.kind;
+
+  // Redraw exactly when the number next changes. Timers in a background tab
+  // may fire late; visibilitychange redraws at once when it is shown again.
+  clearTimeout(tickTimer);
+  const delay = msUntilNextChange(s, sNow);
+  if (delay !== null) tickTimer = setTimeout(render, delay);
 }
 
 function applyStrings() {
@@ -252,17 +440,23 @@ function main() {
   el.cancel.addEventListener("click", onCancel);
   el.seconds.addEventListener("input", () => el.seconds.removeAttribute("aria-invalid"));
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") reconnectNow();
+    if (document.visibilityState !== "visible") return;
+    render(); // throttled timers may have left the label behind: redraw from endsAt now
+    reconnectNow();
+    if (model.conn === "live") startPings(3); // the machine may have slept: re-measure
   });
   window.addEventListener("online", reconnectNow);
+  // The socket may take minutes to notice a dead network; the browser knows now.
+  window.addEventListener("offline", () => {
+    if (ws) dropSocket();
+  });
 
   const parsed = parseSession(location.search);
   if (!parsed.ok) {
     // The server would refuse it anyway; say why instead of retrying forever.
     model.session = parsed.raw;
-    model.refused = true;
-    setConn("lost");
-    model.message = { kind: "error", text: t.badSession(parsed.raw) };
+    model.closedText = t.badSession(parsed.raw);
+    setConn("closed");
     render();
     return;
   }

@@ -1,6 +1,7 @@
 // Pure logic for the countdown page: no DOM, no sockets, no timers, no globals.
-// Everything here takes its inputs as arguments (including randomness), so it
-// can be unit-tested with `node --test` and reused by app.js unchanged.
+// Everything here takes its inputs as arguments (including the time and the
+// randomness), so it can be unit-tested with `node --test tests/js/` and is
+// used by app.js unchanged.
 
 /** Session ids accepted by the server (wire contract). */
 export const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -12,6 +13,10 @@ export const MAX_SECONDS = 86400;
 
 /** WebSocket subprotocol spoken by the page. */
 export const SUBPROTOCOL = "countdown.v1";
+
+/** The labels the server uses when nobody chose one (see the README's state fields). */
+export const SERVER_READY_LABEL = "Ready";
+export const SERVER_FINISHED_LABEL = "Countdown finished";
 
 /**
  * Reads the session id from a query string ("?session=team-a" or a
@@ -25,11 +30,16 @@ export function parseSession(search) {
   return SESSION_RE.test(raw) ? { ok: true, session: raw } : { ok: false, raw };
 }
 
-/** ws:// or wss:// URL of a session on the page's own host. */
-export function sessionUrl(location, session) {
+/**
+ * ws:// or wss:// URL of a session on the page's own host. With `since` (the
+ * last seq this page applied) the server may resume; today it always answers
+ * with a fresh snapshot, which the page handles the same way.
+ */
+export function sessionUrl(location, session, since = null) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   // The id is already restricted to URL-safe characters; encoding is belt and braces.
-  return `${scheme}//${location.host}/ws/${encodeURIComponent(session)}`;
+  const base = `${scheme}//${location.host}/ws/${encodeURIComponent(session)}`;
+  return Number.isSafeInteger(since) && since >= 0 ? `${base}?since=${since}` : base;
 }
 
 function isPlainObject(v) {
@@ -44,7 +54,7 @@ function isPlainObject(v) {
  * - object members merge recursively; arrays are replaced, never merged.
  */
 export function applyMergePatch(target, patch) {
-  if (!isPlainObject(patch)) return structuredCloneJson(patch);
+  if (!isPlainObject(patch)) return cloneJson(patch);
   const result = isPlainObject(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) {
@@ -56,13 +66,12 @@ export function applyMergePatch(target, patch) {
   return result;
 }
 
-// JSON values only (no Dates, Maps...), so a JSON round-trip-equivalent copy
-// is enough and avoids depending on structuredClone in older runtimes.
-function structuredCloneJson(v) {
-  if (Array.isArray(v)) return v.map(structuredCloneJson);
+// JSON values only (no Dates, Maps...), so a JSON-equivalent copy is enough.
+function cloneJson(v) {
+  if (Array.isArray(v)) return v.map(cloneJson);
   if (isPlainObject(v)) {
     const out = {};
-    for (const [k, x] of Object.entries(v)) out[k] = structuredCloneJson(x);
+    for (const [k, x] of Object.entries(v)) out[k] = cloneJson(x);
     return out;
   }
   return v;
@@ -79,6 +88,44 @@ export function normalizeState(state) {
 }
 
 /**
+ * What to do with one server message, given what the page holds.
+ * `held` is {epoch, seq, state} (state null before any snapshot) and
+ * `snapshotted` says whether this connection has had its snapshot yet.
+ * Returns the new {epoch, seq, state} plus flags, or null to ignore the message.
+ *
+ * - A snapshot replaces everything. If its epoch differs from the one held,
+ *   the server restarted (or is another server): `restarted` is set and
+ *   nothing of the old state survives, not even its seq.
+ * - A patch applies only on top of this connection's snapshot, and only if
+ *   its seq is newer (seq may jump when the server merges patches).
+ */
+export function reduceMessage(held, msg, snapshotted) {
+  if (msg?.type === "snapshot") {
+    if (!isPlainObject(msg.state)) return null;
+    const epoch = typeof msg.epoch === "string" ? msg.epoch : null;
+    return {
+      epoch,
+      seq: Number.isFinite(msg.seq) ? msg.seq : -Infinity,
+      state: normalizeState(msg.state),
+      restarted: held.epoch != null && epoch !== held.epoch,
+    };
+  }
+  if (msg?.type === "patch") {
+    if (!snapshotted || !held.state || !isPlainObject(msg.patch)) return null;
+    if (Number.isFinite(msg.seq) && msg.seq <= held.seq) return null;
+    return {
+      epoch: held.epoch,
+      seq: Number.isFinite(msg.seq) ? msg.seq : held.seq,
+      state: normalizeState(applyMergePatch(held.state, msg.patch)),
+      restarted: false,
+    };
+  }
+  return null;
+}
+
+// ---- Reconnecting ---------------------------------------------------------------
+
+/**
  * Reconnect delay in ms: capped exponential backoff with "full jitter"
  * (uniform in [0, min(cap, base * 2^attempt))), which spreads a crowd of
  * clients out after a server restart instead of having them retry in step.
@@ -89,15 +136,142 @@ export function backoffDelay(attempt, { base = 500, cap = 10_000, random = Math.
   const n = Math.max(0, Math.floor(attempt) || 0);
   // 2^n overflows to Infinity for large n; Math.min keeps the cap in charge.
   const ceiling = Math.min(cap, base * 2 ** n);
-  return Math.floor(random() * ceiling);
+  const r = Math.min(Math.max(Number(random()) || 0, 0), 1 - Number.EPSILON);
+  return Math.floor(r * ceiling);
+}
+
+/** Close reason with which a server says "this is final, do not come back". */
+export const NO_RETRY_REASON = "no-retry";
+
+/**
+ * Whether to reconnect after a close. The page stops only when the server
+ * closed cleanly and said that retrying cannot help:
+ * - 1008 (policy violation): the server refuses this session id;
+ * - 1000 (normal closure) with the reason "no-retry": the server ended the
+ *   conversation on purpose, e.g. the session was deleted.
+ * Everything else is retried: 1006 (the server died or the network went), 1001
+ * (going away: a restart), 1011, and a plain 1000 without that reason, which
+ * a proxy or a draining server may send. 1003 and 1009 are answers to one bad
+ * message and a fresh connection is fine.
+ * @param {number} code CloseEvent.code
+ * @param {string} [reason] CloseEvent.reason
+ * @param {boolean} [wasClean] CloseEvent.wasClean (a close frame was exchanged)
+ */
+export function shouldReconnect(code, reason = "", wasClean = true) {
+  if (!wasClean) return true; // a torn connection never carries the server's word
+  if (code === 1008) return false;
+  if (code === 1000 && String(reason).trim().toLowerCase() === NO_RETRY_REASON) return false;
+  return true;
+}
+
+// ---- Clock offset (NTP-style) -----------------------------------------------------
+
+/**
+ * One ping/pong exchange as a clock sample. The server read its clock somewhere
+ * between the client's send (t0) and receive (t1), so the true offset
+ * (server − client) lies in [serverTime − t1, serverTime − t0]; the midpoint
+ * is off by at most rtt/2. Returns null for nonsense (negative rtt, NaN).
+ */
+export function clockSample(t0, t1, serverTime) {
+  if (![t0, t1, serverTime].every(Number.isFinite) || t1 < t0) return null;
+  return { offset: serverTime - (t0 + t1) / 2, rtt: t1 - t0, at: t1 };
 }
 
 /**
- * Whether to reconnect after a close. 1008 (policy violation) is what the
- * server sends for a session id it refuses: retrying cannot help.
+ * Adds a sample to the recent ones, keeping at most `max` and none older
+ * than `maxAge` ms (clients' clocks get stepped, so old samples go stale).
  */
-export function shouldReconnect(closeCode) {
-  return closeCode !== 1008;
+export function addClockSample(samples, sample, { max = 8, maxAge = 10 * 60_000 } = {}) {
+  if (!sample) return samples;
+  const fresh = samples.filter((s) => sample.at - s.at <= maxAge);
+  fresh.push(sample);
+  return fresh.slice(-max);
+}
+
+/**
+ * The offset estimate: that of the lowest-RTT sample, as NTP does (the
+ * shortest round trip bounds the error tightest). A later sample wins a tie.
+ * Returns null when there are no samples.
+ */
+export function bestOffset(samples) {
+  let best = null;
+  for (const s of samples) if (!best || s.rtt <= best.rtt) best = s;
+  return best ? best.offset : null;
+}
+
+/** Whole seconds left, rounded up, as the server counts them (may be ≤ 0). */
+export function remainingAt(endsAt, serverNow) {
+  return Math.ceil((endsAt - serverNow) / 1000);
+}
+
+/**
+ * The offset to draw with, given the estimate and the latest authoritative
+ * number: `anchor` = {endsAt, remaining, at, sentAt?} from the last snapshot
+ * or patch that carried `remaining` while running. `at` is the local receive
+ * time; `sentAt` is the server time it was sent: a snapshot's serverTime, and
+ * for a tick patch endsAt − remaining s (that is when the server sends it),
+ * which is the default.
+ *
+ * Patches are authoritative: if the estimate would not have shown
+ * `anchor.remaining` when it arrived, the estimate is wrong for this run, and
+ * the page draws as if the message had arrived the moment it was sent.
+ * Otherwise the estimate stands.
+ */
+export function effectiveOffset(estimate, anchor) {
+  const est = Number.isFinite(estimate) ? estimate : 0;
+  if (!anchor || ![anchor.endsAt, anchor.remaining, anchor.at].every(Number.isFinite)) return est;
+  if (remainingAt(anchor.endsAt, anchor.at + est) === anchor.remaining) return est;
+  const sentAt = Number.isFinite(anchor.sentAt)
+    ? anchor.sentAt
+    : anchor.endsAt - anchor.remaining * 1000;
+  return sentAt - anchor.at;
+}
+
+/**
+ * The whole seconds to show while running, drawn from endsAt and the server's
+ * time. Never below 1 (the server's finish patch ends the run, not the page)
+ * and never above the run's duration.
+ */
+export function displaySeconds(state, serverNow) {
+  const raw = remainingAt(state.endsAt, serverNow);
+  const top = Number.isFinite(state.duration) && state.duration >= 1 ? state.duration : Infinity;
+  return Math.min(Math.max(raw, 1), top);
+}
+
+/**
+ * Milliseconds until the shown number next changes (the next whole-second
+ * boundary before endsAt), or null when nothing is counting. The +1 lands the
+ * timer just past the boundary rather than a hair before it.
+ */
+export function msUntilNextChange(state, serverNow) {
+  if (!isCounting(state)) return null;
+  const left = state.endsAt - serverNow;
+  if (left <= 0) return null; // waiting for the finish patch
+  const shown = Math.ceil(left / 1000);
+  return Math.max(1, left - (shown - 1) * 1000 + 1);
+}
+
+function isCounting(state) {
+  return state?.phase === "running" && Number.isFinite(state.endsAt);
+}
+
+/**
+ * Text for the big label.
+ * - running: the seconds left, drawn from endsAt and the server's clock
+ *   (`serverNow`); without endsAt, the server's own label;
+ * - finished/idle: the server's label, translated when it is the server's
+ *   default text ("Countdown finished", "Ready"); a custom finishedLabel wins.
+ */
+export function labelText(state, serverNow, strings) {
+  if (!state) return "—";
+  if (isCounting(state) && Number.isFinite(serverNow)) return String(displaySeconds(state, serverNow));
+  const label = state.label;
+  const text = typeof label === "string" ? label : label == null ? "" : String(label);
+  if (strings) {
+    if (state.phase === "finished" && text === SERVER_FINISHED_LABEL) return strings.finished;
+    if (state.phase === "idle" && text === SERVER_READY_LABEL) return strings.ready;
+  }
+  return text;
 }
 
 /**
@@ -120,20 +294,28 @@ export const STRINGS = {
     cancel: "Cancel",
     seconds: "Seconds",
     busy: "Counting down",
+    waiting: "Waiting for the server",
     session: "Session",
     viewers: (n) => (n === 1 ? "1 viewer" : `${n} viewers`),
     connecting: "Connecting…",
     live: "Live",
-    lost: "Connection lost. Reconnecting…",
+    reconnecting: "Connection lost — reconnecting…",
+    closed: "Disconnected.",
     refused: "The server refused this session.",
+    ended: "The server ended this session.",
+    restarted: "The server restarted; the countdown shown before is gone.",
+    noAnswer: "The server did not answer. Try again.",
     badSession: (raw) =>
       `“${raw}” is not a valid session name. Use 1–64 letters, digits, “-” or “_”.`,
     badSeconds: `Enter a whole number of seconds from ${MIN_SECONDS} to ${MAX_SECONDS}.`,
     notConnected: "Not connected; try again in a moment.",
+    ready: "Ready",
     finished: "Countdown finished",
     errors: {
       busy: "A countdown is already running.",
       not_running: "No countdown is running.",
+      bad_request: "The server did not accept that request.",
+      bad_json: "The server could not read that request.",
     },
     serverError: (msg) => `Server error: ${msg}`,
   },
@@ -143,19 +325,27 @@ export const STRINGS = {
     cancel: "取消",
     seconds: "秒數",
     busy: "倒計時中",
+    waiting: "等待伺服器回應",
     session: "場次",
     viewers: (n) => `${n} 位觀看者`,
     connecting: "連線中…",
     live: "已連線",
-    lost: "連線中斷，正在重新連線…",
+    reconnecting: "連線中斷，正在重新連線…",
+    closed: "已中斷連線。",
     refused: "伺服器拒絕了這個場次。",
+    ended: "伺服器結束了這個場次。",
+    restarted: "伺服器已重新啟動，先前的倒計時已不存在。",
+    noAnswer: "伺服器沒有回應，請再試一次。",
     badSession: (raw) => `「${raw}」不是有效的場次名稱。請使用 1–64 個英文字母、數字、「-」或「_」。`,
     badSeconds: `請輸入 ${MIN_SECONDS} 到 ${MAX_SECONDS} 之間的整數秒數。`,
     notConnected: "尚未連線，請稍後再試。",
+    ready: "準備就緒",
     finished: "倒計時結束",
     errors: {
       busy: "倒計時已在進行中。",
       not_running: "目前沒有進行中的倒計時。",
+      bad_request: "伺服器不接受這個請求。",
+      bad_json: "伺服器無法讀取這個請求。",
     },
     serverError: (msg) => `伺服器錯誤：${msg}`,
   },
@@ -183,25 +373,15 @@ function matchLang(tag) {
 }
 
 /**
- * Text for the big label. The server always sends the label it wants shown
- * (numbers while running, the finished text, "Ready" when idle), so this is
- * the one place to change if the page ever draws the label itself (e.g. from
- * endsAt and a clock offset).
- */
-export function labelText(state) {
-  const label = state?.label;
-  return typeof label === "string" ? label : label == null ? "" : String(label);
-}
-
-/**
- * Size class for the label ("s" | "m" | "l") from its rough printed width, so
- * CSS can pick a font size that fits a phone: wide (CJK, fullwidth) characters
- * count double. s fits "86400", m a word or "倒計時結束", l anything longer.
+ * Size class for the label ("xs" | "s" | "m" | "l") from its rough printed
+ * width, so CSS can pick a font size that fits a phone: wide (CJK, fullwidth)
+ * characters count double. xs fits "59", s "86400", m a word or "倒計時結束",
+ * l anything longer.
  */
 export function labelSize(text) {
   let units = 0;
   for (const ch of String(text ?? "")) units += isWide(ch) ? 2 : 1;
-  return units <= 5 ? "s" : units <= 10 ? "m" : "l";
+  return units <= 2 ? "xs" : units <= 5 ? "s" : units <= 10 ? "m" : "l";
 }
 
 function isWide(ch) {
@@ -225,7 +405,7 @@ export function viewersText(viewers, strings) {
   return strings.viewers(n);
 }
 
-/** Words for a server error message, localised for the codes users cause. */
+/** Words for a server error message, localised for the codes the protocol defines. */
 export function errorText(msg, strings) {
   const known = strings.errors[msg?.code];
   if (known) return known;
