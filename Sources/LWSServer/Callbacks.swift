@@ -147,9 +147,30 @@ func countdownCallback(
 /// Refuses an upgrade with an HTTP status before any WebSocket exists.
 private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
   guard case .refuse(let status) = server(of: wsi).admit(request(of: wsi)) else { return 0 }
-  lws_return_http_status(wsi, status, nil)
-  return 1
+  return respond(wsi, status: status)
 }
+
+/// Answers with a short plain-text status and ends the transaction.
+/// Written by hand: during an upgrade lws's own status helper answers
+/// "HTTP/1.0", which WebSocket clients reject as a malformed response.
+private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "") -> Int32 {
+  let reason = refusalReasons[status] ?? "Refused"
+  let body = "\(status) \(reason)\n"
+  let response = Array(
+    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(headers)"
+      + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)").utf8)
+  let pre = cds_lws_pre()
+  var framed = [UInt8](repeating: 0, count: pre) + response
+  let written = framed.withUnsafeMutableBufferPointer { buffer in
+    lws_write(wsi, buffer.baseAddress! + pre, response.count, LWS_WRITE_HTTP_FINAL)
+  }
+  return written < 0 ? -1 : 1
+}
+
+private let refusalReasons: [UInt32: String] = [
+  403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
+  503: "Service Unavailable",
+]
 
 /// Plain HTTP: lws serves the files itself; `/healthz` and misses reach us.
 func httpCallback(
@@ -160,6 +181,16 @@ func httpCallback(
   switch reason {
   case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
     return confirmUpgrade(wsi)
+
+  case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
+    // Everything here is read-only: lws would otherwise serve a file for a POST.
+    guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0
+      || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0
+    else {
+      // Non-zero makes lws close the connection once the answer is written.
+      return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")
+    }
+    return 0
 
   case LWS_CALLBACK_HTTP:
     // `input` is the path below the /healthz mount, or a path the file mount
