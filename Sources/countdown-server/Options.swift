@@ -33,6 +33,9 @@ struct Options {
       --ping-after SECONDS        Ping a silent connection after this long (default 20).
       --hangup-after SECONDS      Hang up when nothing valid arrived for this long,
                                   pongs included (default 30).
+      --unwritable-timeout SECONDS
+                                  Close a connection that could not be written for
+                                  this long while it had data waiting (default 60).
       --allow-origin LIST         Comma-separated origins (e.g. https://a.example)
                                   whose pages may connect, besides the server's own;
                                   '*' allows any. Repeatable.
@@ -112,6 +115,8 @@ struct Options {
         options.server.pingAfterSeconds = try integer(in: 1...3600)
       case "--hangup-after":
         options.server.hangUpAfterSeconds = try integer(in: 1...3600)
+      case "--unwritable-timeout":
+        options.server.unwritableTimeoutSeconds = try integer(in: 1...3600)
       case "--allow-origin":
         let origins = try value().split(separator: ",").map {
           String($0.trimmingPrefix(" ")).lowercased()
