@@ -247,28 +247,41 @@ public final class Hub {
   /// Order: the snapshot, then the state (merged into one patch if it lags),
   /// then acks and errors, so an ack never precedes its patch.
   public func nextFrame(for connection: ConnectionID, now: Int64) -> [UInt8]? {
-    guard var viewer = connections[Int(connection)] else { return nil }
-    defer { connections[Int(connection)] = viewer }
-    let handle = Int(viewer.session)
+    let slot = Int(connection)
+    guard let session = connections[slot]?.session else { return nil }
+    let handle = Int(session)
+    let seq = sessions[handle]!.machine.seq
+    // The hot path, once per viewer per tick: one patch behind, no snapshot
+    // owed. Fields are read and written in place, and the frame every such
+    // viewer shares is returned without copying its bytes.
+    if connections[slot]!.sentSeq &+ 1 == seq && !connections[slot]!.needsSnapshot {
+      connections[slot]!.sentSeq = seq
+      return sessions[handle]!.patchFrame
+    }
+    return catchUpFrame(slot, handle: handle, now: now)
+  }
+
+  /// Everything but the hot path: the snapshot, a merged patch for a viewer
+  /// that lags, then acks, errors and pongs.
+  private func catchUpFrame(_ slot: Int, handle: Int, now: Int64) -> [UInt8]? {
     let machine = sessions[handle]!.machine
-    if viewer.needsSnapshot {
-      viewer.needsSnapshot = false
-      viewer.sentSeq = machine.seq
+    if connections[slot]!.needsSnapshot {
+      connections[slot]!.needsSnapshot = false
+      connections[slot]!.sentSeq = machine.seq
       let control: WireCodec.Control? =
         switch config.control {
         case .open: nil
         case .key:
-          viewer.isController
+          connections[slot]!.isController
             ? .controller(key: sessions[handle]!.controllerKey!) : .viewer
         }
       return WireCodec.snapshot(
         session: sessions[handle]!.id, epoch: epoch, seq: machine.seq, serverTime: now,
         state: machine.published, control: control)
     }
-    if viewer.sentSeq < machine.seq {
-      let from = viewer.sentSeq
-      viewer.sentSeq = machine.seq
-      if from + 1 == machine.seq { return sessions[handle]!.patchFrame }
+    let from = connections[slot]!.sentSeq
+    if from < machine.seq {
+      connections[slot]!.sentSeq = machine.seq
       if let merged = sessions[handle]!.merged, merged.from == from, merged.to == machine.seq {
         return merged.frame
       }
@@ -277,8 +290,8 @@ public final class Hub {
       sessions[handle]!.merged = (from, machine.seq, frame)
       return frame
     }
-    guard !viewer.replies.isEmpty else { return nil }
-    switch viewer.replies.removeFirst() {
+    guard !connections[slot]!.replies.isEmpty else { return nil }
+    switch connections[slot]!.replies.removeFirst() {
     case .frame(let frame): return frame
     case .pong(let t): return WireCodec.pong(t: t, serverTime: now)
     }
@@ -286,9 +299,11 @@ public final class Hub {
 
   /// Whether `connection` still has something to write after the last frame.
   public func hasPending(_ connection: ConnectionID) -> Bool {
-    guard let viewer = connections[Int(connection)] else { return false }
-    let seq = sessions[Int(viewer.session)]!.machine.seq
-    return viewer.needsSnapshot || viewer.sentSeq < seq || !viewer.replies.isEmpty
+    let slot = Int(connection)
+    guard let session = connections[slot]?.session else { return false }
+    return connections[slot]!.needsSnapshot
+      || connections[slot]!.sentSeq < sessions[Int(session)]!.machine.seq
+      || !connections[slot]!.replies.isEmpty
   }
 
   // MARK: Internals

@@ -79,7 +79,7 @@ extension CountdownServer {
     if stopping { return .close(code: 1001, reason: "server shutting down") }
     guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else { return .keepOpen }
     guard write(frame, to: wsi, binary: false) else { return .fail }
-    if hub.hasPending(id) { markWaiting(id, wsi) }
+    if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
     return .keepOpen
   }
 
@@ -114,8 +114,8 @@ extension CountdownServer {
   }
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.
-  func markWaiting(_ id: ConnectionID, _ wsi: OpaquePointer) {
-    if waitingSince[Int(id)] == 0 { waitingSince[Int(id)] = clock.nowMilliseconds() }
+  func markWaiting(_ id: ConnectionID, _ wsi: OpaquePointer, now: Int64) {
+    if waitingSince[Int(id)] == 0 { waitingSince[Int(id)] = now }
     requestWritable(wsi)
   }
 

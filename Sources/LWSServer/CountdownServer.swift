@@ -142,8 +142,9 @@ public final class CountdownServer {
 
   /// Pushes what the hub has to write to lws, and re-arms the one timer.
   func flush() {
+    let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      if let wsi = sockets[Int(connection)] { markWaiting(connection, wsi) }
+      if let wsi = sockets[Int(connection)] { markWaiting(connection, wsi, now: now) }
     }
     armTimer()
   }
