@@ -162,7 +162,8 @@ public final class Hub {
   /// One complete text message from a viewer: decode it, run it, queue the reply.
   /// Returns `.close` when the connection must be closed (a sustained flood).
   @discardableResult
-  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) -> ReceiveOutcome {
+  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) -> ReceiveOutcome
+  {
     guard let viewer = connections[Int(connection)] else { return .handled }
     let handle = viewer.session
     guard connections[Int(connection)]!.bucket.take(rate: config.commandsPerSecond, now: now) else {

@@ -184,8 +184,9 @@ func httpCallback(
 
   case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
     // Everything here is read-only: lws would otherwise serve a file for a POST.
-    guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0
-      || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0
+    guard
+      lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0
+        || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0
     else {
       // Non-zero makes lws close the connection once the answer is written.
       return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")

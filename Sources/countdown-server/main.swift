@@ -40,7 +40,8 @@ guard stat(options.server.publicDirectory + "/index.html", &isDirectory) == 0 el
 func raiseOpenFileLimit(toServe connections: Int) {
   let needed = rlim_t(connections + 64)
   var limit = rlimit()
-  guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < needed else { return }
+  guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < needed
+  else { return }
   let target = min(needed, limit.rlim_max)
   limit.rlim_cur = target
   if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) != 0 || target < needed {
