@@ -12,19 +12,24 @@ import {
   SUBPROTOCOL,
   STRINGS,
   addClockSample,
+  addressWithKey,
   backoffDelay,
   bestOffset,
   clockSample,
+  controlOf,
+  controlView,
   effectiveOffset,
   errorText,
   labelSize,
   labelText,
   msUntilNextChange,
+  parseKey,
   parseSeconds,
   parseSession,
   pickLang,
   reduceMessage,
   sessionUrl,
+  shareLinks,
   shouldReconnect,
   viewersText,
 } from "./logic.js";
@@ -39,6 +44,7 @@ const PONG_TIMEOUT_MS = 5000; // an unanswered ping means the link is dead
 const PING_BURST = 5; // pings per burst on each new connection
 const PING_GAP_MS = 150; // between the pings of a burst
 const RESYNC_MS = 60_000; // a short burst this often keeps the offset fresh and the link checked
+const COPIED_MS = 2000; // how long a Copy button says "Copied"
 
 const el = {
   root: document.documentElement,
@@ -52,6 +58,12 @@ const el = {
   session: document.getElementById("session"),
   viewers: document.getElementById("viewers"),
   status: document.getElementById("status"),
+  viewOnly: document.getElementById("view-only"),
+  viewOnlyDetail: document.getElementById("view-only-detail"),
+  share: document.getElementById("share"),
+  viewerLink: document.getElementById("viewer-link"),
+  controllerLink: document.getElementById("controller-link"),
+  shareStatus: document.getElementById("share-status"),
 };
 
 const lang = pickLang(location.search, navigator.languages?.length ? navigator.languages : [navigator.language]);
@@ -71,6 +83,12 @@ const model = {
   samples: [], // recent clock samples (clockSample in logic.js)
   message: null, // {text, kind: "error"|"info"} shown in #status instead of the connection text
   closedText: null, // why we stopped retrying, when conn is "closed"
+  // Who may press Start (see controlOf in logic.js). The key is a secret: it
+  // goes into the WebSocket URL, the address bar and the Share area, and
+  // nowhere else (never the console).
+  role: null, // "open" | "controller" | "viewer"; null until the first snapshot
+  key: null, // the controller key this page holds: from ?key=, or handed out by the server
+  offered: null, // the key the current socket presented
 };
 
 let ws = null;
@@ -109,7 +127,8 @@ function connect() {
   const since = model.state && Number.isSafeInteger(model.seq) ? model.seq : null;
   let sock;
   try {
-    sock = new WebSocket(sessionUrl(location, model.session, since), SUBPROTOCOL);
+    model.offered = model.key;
+    sock = new WebSocket(sessionUrl(location, model.session, since, model.key), SUBPROTOCOL);
   } catch {
     scheduleReconnect();
     return;
@@ -239,6 +258,7 @@ function onState(msg, at) {
   model.seq = next.seq;
   model.state = next.state;
   if (msg.type === "snapshot") {
+    applyControl(msg);
     // The server read its clock between our connect and this arrival: a
     // coarse clock sample, soon beaten by the pings' shorter round trips.
     if (first) model.samples = addClockSample(model.samples, clockSample(connectStartedAt, at, msg.serverTime));
@@ -260,6 +280,23 @@ function onState(msg, at) {
   el.root.dataset.epoch = model.epoch ?? "";
   el.root.dataset.phase = model.state.phase ?? "";
   return true;
+}
+
+/** Takes this connection's role (and the key, for a controller) from its snapshot. */
+function applyControl(snapshot) {
+  const { role, key } = controlOf(snapshot);
+  model.role = role;
+  if (role !== "controller" || !key) return;
+  model.key = key;
+  // The first joiner got a key it did not ask for (or a forgotten session was
+  // begun anew with a new one): put it in the address so a reload keeps control.
+  const address = addressWithKey(location.href, key);
+  if (!address) return;
+  try {
+    history.replaceState(history.state, "", address);
+  } catch {
+    // An address the browser will not take: control lasts until a reload.
+  }
 }
 
 function setAnchor(at, sentAt) {
@@ -356,6 +393,54 @@ function onCancel() {
   render();
 }
 
+// Copy buttons: the Clipboard API where the page may use it (a secure
+// context, such as https:// or localhost); otherwise the link is selected and
+// copied the old way, or left selected for the user to copy.
+const copyTimers = new Map();
+
+async function onCopy(button) {
+  const input = document.getElementById(button.dataset.copy);
+  const text = input?.value;
+  if (!text) return;
+  let copied = false;
+  if (window.isSecureContext && navigator.clipboard?.writeText) {
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch {
+      // Refused (no permission, document not focused): fall back below.
+    }
+  }
+  if (!copied) {
+    input.focus();
+    input.select();
+    try {
+      copied = document.execCommand("copy");
+    } catch {
+      copied = false;
+    }
+  }
+  showCopied(button, copied);
+}
+
+function showCopied(button, copied) {
+  clearTimeout(copyTimers.get(button));
+  el.shareStatus.textContent = ""; // so the same words are announced again
+  if (copied) setText(button, t.copied);
+  setText(el.shareStatus, copied ? t.copied : t.copyManually);
+  copyTimers.set(
+    button,
+    setTimeout(() => {
+      setText(button, t.copy);
+      if (el.shareStatus.textContent === t.copied) setText(el.shareStatus, "");
+    }, COPIED_MS),
+  );
+}
+
+function selectAll(ev) {
+  ev.currentTarget.select();
+}
+
 // ---- View ----------------------------------------------------------------------
 
 function setText(node, text) {
@@ -412,6 +497,8 @@ function render() {
   if (el.session.title !== model.session) el.session.title = model.session;
   setText(el.viewers, s ? viewersText(s.viewers, t) : "");
 
+  renderControl();
+
   setText(el.status, statusText());
   if (model.message?.kind === "error" || model.conn === "closed") el.status.dataset.kind = "error";
   else delete el.status.dataset.kind;
@@ -421,6 +508,21 @@ function render() {
   clearTimeout(tickTimer);
   const delay = msUntilNextChange(s, sNow);
   if (delay !== null) tickTimer = setTimeout(render, delay);
+}
+
+/** Controls or "View only", and the Share area, from the role the server gave. */
+function renderControl() {
+  const view = controlView(model.role, model.key, model.offered);
+  el.root.dataset.role = model.role ?? "";
+  el.form.hidden = !view.controls;
+  el.viewOnly.hidden = !view.viewOnly;
+  setText(el.viewOnlyDetail, view.keyRejected ? t.keyRejected : t.viewOnlyDetail);
+  el.share.hidden = !view.share;
+  // The key stays out of the DOM unless this page may hand it out.
+  const links = view.share ? shareLinks(location, model.session, model.key) : {};
+  for (const [input, value] of [[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]) {
+    if (input.value !== (value ?? "")) input.value = value ?? "";
+  }
 }
 
 function applyStrings() {
@@ -439,6 +541,20 @@ function main() {
   el.form.addEventListener("submit", onStart);
   el.cancel.addEventListener("click", onCancel);
   el.seconds.addEventListener("input", () => el.seconds.removeAttribute("aria-invalid"));
+  for (const button of el.share.querySelectorAll("button[data-copy]")) {
+    button.addEventListener("click", () => onCopy(button));
+  }
+  // The page fills the screen, so an opened Share area starts below the fold:
+  // bring it into view.
+  el.share.addEventListener("toggle", () => {
+    if (!el.share.open) return;
+    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
+    el.share.scrollIntoView({ block: "nearest", behavior: still ? "auto" : "smooth" });
+  });
+  for (const input of [el.viewerLink, el.controllerLink]) {
+    input.addEventListener("focus", selectAll);
+    input.addEventListener("click", selectAll);
+  }
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState !== "visible") return;
     render(); // throttled timers may have left the label behind: redraw from endsAt now
@@ -461,6 +577,7 @@ function main() {
     return;
   }
   model.session = parsed.session;
+  model.key = parseKey(location.search);
   render();
   connect();
 }

@@ -33,13 +33,101 @@ export function parseSession(search) {
 /**
  * ws:// or wss:// URL of a session on the page's own host. With `since` (the
  * last seq this page applied) the server may resume; today it always answers
- * with a fresh snapshot, which the page handles the same way.
+ * with a fresh snapshot, which the page handles the same way. With `key` (a
+ * controller key, see parseKey) a `--control key` server lets this connection
+ * start and cancel.
  */
-export function sessionUrl(location, session, since = null) {
+export function sessionUrl(location, session, since = null, key = null) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   // The id is already restricted to URL-safe characters; encoding is belt and braces.
   const base = `${scheme}//${location.host}/ws/${encodeURIComponent(session)}`;
-  return Number.isSafeInteger(since) && since >= 0 ? `${base}?since=${since}` : base;
+  const args = [];
+  if (isKey(key)) args.push(`key=${encodeURIComponent(key)}`);
+  if (Number.isSafeInteger(since) && since >= 0) args.push(`since=${since}`);
+  return args.length ? `${base}?${args.join("&")}` : base;
+}
+
+// ---- Who may press Start (`--control key`) -------------------------------------
+
+/**
+ * What a controller key may look like. The server hands out 32 hex digits;
+ * the page accepts any short URL-safe token so a future, longer key still
+ * works, and drops anything else rather than put it in a URL.
+ */
+export const KEY_RE = /^[A-Za-z0-9_-]{1,128}$/;
+
+function isKey(v) {
+  return typeof v === "string" && KEY_RE.test(v);
+}
+
+/** The controller key in a query string ("?session=a&key=…"), or null. */
+export function parseKey(search) {
+  const params = search instanceof URLSearchParams ? search : new URLSearchParams(search ?? "");
+  const raw = params.get("key");
+  return isKey(raw) ? raw : null;
+}
+
+/**
+ * This connection's part, from its snapshot:
+ * - no `role` member: the server runs `--control open` and everyone controls;
+ * - "controller": this connection may start and cancel; `key` is the
+ *   session's controller key (null if the server sent none or a malformed one);
+ * - "viewer", or any role this page does not know: watch only (fail closed;
+ *   the server decides anyway).
+ * @returns {{role: "open"|"controller"|"viewer", key: string|null}}
+ */
+export function controlOf(snapshot) {
+  if (!isPlainObject(snapshot) || !("role" in snapshot)) return { role: "open", key: null };
+  if (snapshot.role === "controller") return { role: "controller", key: isKey(snapshot.key) ? snapshot.key : null };
+  return { role: "viewer", key: null };
+}
+
+/**
+ * What the page shows for a role. `role` is null before the first snapshot
+ * (the controls show, disabled, as they always have); `key` is the key the
+ * page holds; `offered` is the key this connection presented, if any.
+ * - controls: Start, Cancel and the duration;
+ * - viewOnly: the "View only" note instead of them;
+ * - keyRejected: the page presented a key and is a viewer all the same
+ *   (a mistyped link, or a session that was forgotten and begun anew);
+ * - share: the Share area with the controller and viewer links.
+ */
+export function controlView(role, key = null, offered = null) {
+  const viewer = role === "viewer";
+  return {
+    controls: !viewer,
+    viewOnly: viewer,
+    keyRejected: viewer && isKey(offered),
+    share: role === "controller" && isKey(key),
+  };
+}
+
+/**
+ * The two links the Share area offers, on the page's own origin and path:
+ * a viewer link (?session=…) and, given a key, a controller link
+ * (?session=…&key=…) for co-hosts. No ?lang=: each visitor gets their own.
+ */
+export function shareLinks(location, session, key = null) {
+  const make = (withKey) => {
+    const u = new URL(location.pathname || "/", location.origin);
+    u.searchParams.set("session", session);
+    if (withKey) u.searchParams.set("key", key);
+    return u.href;
+  };
+  return { viewer: make(false), controller: isKey(key) ? make(true) : null };
+}
+
+/**
+ * The address to put in the address bar (history.replaceState) so that a
+ * reload keeps control: `href` with ?key= set to `key`, everything else kept.
+ * Null when nothing needs to change, or for a key that is not one.
+ */
+export function addressWithKey(href, key) {
+  if (!isKey(key)) return null;
+  const u = new URL(href);
+  if (u.searchParams.get("key") === key) return null;
+  u.searchParams.set("key", key);
+  return `${u.pathname}${u.search}${u.hash}`;
 }
 
 function isPlainObject(v) {
@@ -316,8 +404,21 @@ export const STRINGS = {
       not_running: "No countdown is running.",
       bad_request: "The server did not accept that request.",
       bad_json: "The server could not read that request.",
+      forbidden: "Only this session's controllers can start or cancel the countdown.",
+      rate_limited: "Too many requests. Wait a moment and try again.",
     },
     serverError: (msg) => `Server error: ${msg}`,
+    viewOnly: "View only",
+    viewOnlyDetail: "The host starts and stops this countdown.",
+    keyRejected: "The controller key in this link was not accepted.",
+    share: "Share",
+    viewerLink: "Viewer link",
+    viewerLinkHint: "Watch only.",
+    controllerLink: "Controller link",
+    controllerLinkHint: "Anyone with this link can start and cancel. Give it only to co-hosts.",
+    copy: "Copy",
+    copied: "Copied",
+    copyManually: "The link is selected: copy it from there.",
   },
   "zh-Hant": {
     title: "倒計時",
@@ -346,8 +447,21 @@ export const STRINGS = {
       not_running: "目前沒有進行中的倒計時。",
       bad_request: "伺服器不接受這個請求。",
       bad_json: "伺服器無法讀取這個請求。",
+      forbidden: "只有這個場次的主控者可以開始或取消倒計時。",
+      rate_limited: "請求太頻繁，請稍候再試。",
     },
     serverError: (msg) => `伺服器錯誤：${msg}`,
+    viewOnly: "僅供觀看",
+    viewOnlyDetail: "由主持人開始與停止這個倒計時。",
+    keyRejected: "這個連結中的主控金鑰未被接受。",
+    share: "分享",
+    viewerLink: "觀看連結",
+    viewerLinkHint: "只能觀看。",
+    controllerLink: "主控連結",
+    controllerLinkHint: "持有這個連結的人都能開始和取消，請只交給共同主持人。",
+    copy: "複製",
+    copied: "已複製",
+    copyManually: "已選取連結，請從那裡複製。",
   },
 };
 

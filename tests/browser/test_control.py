@@ -1,0 +1,298 @@
+"""Who may press Start, in a real browser, against a server run with --control key.
+
+The first page to open a session becomes its controller: it gets the session's key,
+keeps it in its address, and offers a viewer link and a controller link. A page opened
+with the viewer link only watches; one opened with the controller link controls. The
+server refuses a viewer's start anyway, and the page says so in words.
+
+Waits are WebDriverWait conditions (pagekit.wait); nothing sleeps for a fixed time.
+The tests run in file order; the last one checks this file's console entries.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+import pagekit as pk
+from serverproc import start_server
+
+KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+HERE = __name__
+
+# Every key these tests saw, to prove none of them reached a browser console.
+KEYS_SEEN: set[str] = set()
+
+CONTROL_JS = """
+const shown = (id) => {
+  const e = document.getElementById(id);
+  return !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
+};
+const share = document.getElementById('share');
+return {
+  role: document.documentElement.dataset.role || '',
+  conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
+  label: document.getElementById('label').textContent,
+  controls: shown('controls'),
+  start: shown('start'),
+  viewOnly: shown('view-only'),
+  viewOnlyText: document.getElementById('view-only').innerText.replace(/\\s+/g, ' ').trim(),
+  share: shown('share'),
+  shareOpen: share.open,
+  viewerLink: document.getElementById('viewer-link').value,
+  controllerLink: document.getElementById('controller-link').value,
+  shareStatus: document.getElementById('share-status').textContent,
+  status: document.getElementById('status').textContent,
+  href: location.href,
+};
+"""
+
+
+def control(driver) -> dict:
+    return driver.execute_script(CONTROL_JS)
+
+
+def open_as(driver, url: str, role: str, timeout: float = 8) -> dict:
+    """Loads `url` and waits until the page is live and knows its role."""
+    driver.get(url)
+    pk.wait(driver, timeout, lambda d: (lambda c: c["conn"] == "state-live" and c["role"] == role)(control(d)),
+            f"the page to be live as {role}")
+    return control(driver)
+
+
+def key_in_address(driver) -> str | None:
+    keys = parse_qs(urlsplit(driver.current_url).query).get("key")
+    return keys[0] if keys else None
+
+
+def wait_countdown_then_finish(drivers, obs, timeout: float = 10) -> None:
+    """Every page shows a number while the server runs, then the finish text."""
+    obs.wait_for(lambda s: s and s["phase"] == "running", 5, "the run on the server")
+    for d in drivers:
+        pk.wait(d, 5, lambda d: pk.read(d)["label"].isdigit() and pk.read(d)["busy"] == "true",
+                "the countdown on this page")
+    for d in drivers:
+        pk.wait(d, timeout, lambda d: pk.read(d)["label"] == pk.FINISHED_EN, "the finish text")
+
+
+@pytest.fixture(scope="module")
+def key_server():
+    """A server run with --control key, for this file."""
+    srv = start_server("--control", "key")
+    yield srv
+    srv.stop_and_check()
+
+
+# 1 ---------------------------------------------------------------------------------------
+def test_controller_viewer_and_co_host(key_server, pool, session_id):
+    """Window A opens a new session without a key and becomes its controller: it shows
+    the controls and a Share area whose viewer and controller links are right, and its
+    address gains ?key= so a reload keeps control (proved by reloading). Window B, opened
+    with the viewer link, has no visible Start button, shows "View only", has no Share
+    area and holds the key nowhere in its DOM. Window C, opened with the controller link,
+    presses Start; A, B and C all count down and finish together."""
+    a, b, c = pool(0), pool(1), pool(2)
+    srv = key_server
+
+    ca = open_as(a, pk.page_url(srv, session_id), "controller")
+    key = key_in_address(a)
+    assert key and KEY_RE.match(key), f"the first joiner's address has no controller key: {ca['href']}"
+    KEYS_SEEN.add(key)
+    assert ca["start"] and not ca["viewOnly"], f"the controller must see the controls: {ca}"
+    assert ca["share"] and not ca["shareOpen"], f"the Share area must be there, closed: {ca}"
+    assert f"session={session_id}" in ca["href"], ca["href"]
+
+    from selenium.webdriver.common.by import By
+
+    a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+    pk.wait(a, 2, lambda d: d.find_element(By.ID, "viewer-link").is_displayed(), "the open Share area")
+    ca = control(a)
+    viewer_link = f"{srv.http_base}/?session={session_id}"
+    controller_link = f"{srv.http_base}/?session={session_id}&key={key}"
+    assert ca["viewerLink"] == viewer_link, ca
+    assert ca["controllerLink"] == controller_link, ca
+    for button in ("copy-viewer", "copy-controller"):
+        assert a.find_element(By.ID, button).is_displayed()
+
+    # A reload keeps control: the key is in the address now.
+    a.refresh()
+    pk.wait(a, 8, lambda d: (lambda c: c["conn"] == "state-live" and c["role"] == "controller")(control(d)),
+            "the reloaded page to be the controller again")
+    assert key_in_address(a) == key, "the reload must keep the same key"
+    assert control(a)["start"]
+
+    cb = open_as(b, viewer_link, "viewer")
+    assert not cb["start"] and not cb["controls"], f"a viewer must not see Start: {cb}"
+    assert cb["viewOnly"] and cb["viewOnlyText"].startswith("View only"), cb
+    assert "not accepted" not in cb["viewOnlyText"], "no key was offered, so none was rejected"
+    assert not cb["share"], f"a viewer has nothing to share: {cb}"
+    assert key_in_address(b) is None
+    assert key not in b.execute_script("return document.documentElement.outerHTML"), \
+        "the viewer's page must not hold the key"
+
+    cc = open_as(c, controller_link, "controller")
+    assert cc["start"] and cc["share"], f"the co-host must control: {cc}"
+    assert key_in_address(c) == key
+
+    obs = pk.Observer(srv.ws_url(session_id))  # no key: a watcher that tells the truth
+    try:
+        pk.set_seconds(c, 2)
+        pk.press_start(c)
+        wait_countdown_then_finish([a, b, c], obs)
+        assert obs.snapshot()["duration"] == 2
+        for d in (a, b, c):
+            assert pk.read(d)["status"] == "Live", pk.read(d)
+        assert not control(b)["start"], "the viewer still has no Start button after the run"
+    finally:
+        obs.close()
+
+
+# 2 ---------------------------------------------------------------------------------------
+def test_viewer_is_refused_in_words(key_server, pool, session_id):
+    """A page opened with a wrong key, in Traditional Chinese, is a viewer: it shows
+    僅供觀看 and says the link's key was not accepted. Even with its hidden controls
+    forced back by script and Start clicked, the server refuses with "forbidden", the
+    page says so in words, and the session never runs."""
+    a, b = pool(0), pool(1)
+    open_as(a, pk.page_url(key_server, session_id), "controller")  # the session's controller
+    KEYS_SEEN.add(key_in_address(a))
+    wrong = "0" * 32
+    cb = open_as(b, pk.page_url(key_server, session_id, key=wrong, lang="zh-Hant"), "viewer")
+    assert cb["viewOnly"] and not cb["start"], cb
+    assert cb["viewOnlyText"] == "僅供觀看 這個連結中的主控金鑰未被接受。", cb
+
+    obs = pk.Observer(key_server.ws_url(session_id))
+    try:
+        # In one script, so no render in between can hide the controls again.
+        b.execute_script("document.getElementById('controls').hidden = false;"
+                         "document.getElementById('start').click();")
+        pk.wait(b, 5, lambda d: control(d)["status"] == "只有這個場次的主控者可以開始或取消倒計時。",
+                "the forbidden error in words")
+        assert b.execute_script("return document.getElementById('status').dataset.kind") == "error"
+        assert not control(b)["start"], "the page hides the controls again"
+        assert obs.snapshot()["phase"] == "idle", "the server must not have started anything"
+        assert pk.read(a)["label"] == "Ready"
+    finally:
+        obs.close()
+
+
+# 3 ---------------------------------------------------------------------------------------
+def test_copy_button(key_server, pool, session_id):
+    """The Copy button puts the link on the clipboard (the Clipboard API, allowed here)
+    and says "Copied"; focusing a link's box selects the whole link, the fallback for
+    browsers that cannot copy."""
+    from selenium.webdriver.common.by import By
+
+    a = pool(0)
+    open_as(a, pk.page_url(key_server, session_id), "controller")
+    key = key_in_address(a)
+    KEYS_SEEN.add(key)
+    origin = key_server.http_base
+    a.execute_cdp_cmd("Browser.grantPermissions", {
+        "origin": origin, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+    a.find_element(By.ID, "copy-controller").click()
+    pk.wait(a, 3, lambda d: control(d)["shareStatus"] == "Copied", "the copy to be confirmed")
+    assert a.find_element(By.ID, "copy-controller").text == "Copied"
+    pasted = a.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "navigator.clipboard.readText().then(done, (e) => done('error: ' + e.name));")
+    assert pasted == f"{origin}/?session={session_id}&key={key}", pasted
+    pk.wait(a, 5, lambda d: d.find_element(By.ID, "copy-controller").text == "Copy",
+            "the button to say Copy again")
+
+    a.find_element(By.ID, "viewer-link").click()
+    selected = a.execute_script(
+        "const i = document.getElementById('viewer-link');"
+        "return [document.activeElement === i, i.selectionStart, i.selectionEnd, i.value.length];")
+    assert selected[0] and selected[1] == 0 and selected[2] == selected[3] > 0, selected
+
+
+# 4 ---------------------------------------------------------------------------------------
+def test_open_mode_is_unchanged(server, pool, session_id):
+    """With the default --control open the snapshot names no role: the page shows the
+    controls, no "View only" note and no Share area, and leaves its address alone."""
+    a = pool(0)
+    url = pk.page_url(server, session_id)
+    ca = open_as(a, url, "open")
+    assert ca["start"] and not ca["viewOnly"] and not ca["share"], ca
+    assert ca["href"] == url, "open mode must not touch the address"
+
+
+# 5 ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [pk.DESKTOP, pk.PHONE], ids=lambda s: s["name"])
+def test_control_screenshots(key_server, pool, artifacts_dir, size, session_id):
+    """Screenshots of the controller (Share closed and open; open in dark mode too on
+    desktop) and of the viewer at desktop and phone sizes (the phone viewer also in
+    Traditional Chinese), saved to artifacts/screenshots/. Proves the layout: nothing
+    is wider than the viewport, the viewer and the closed controller page need no
+    scrolling, the Share area's link boxes and Copy buttons fit the width, and opening
+    Share scrolls the panel into view."""
+    from selenium.webdriver.common.by import By
+
+    a, b = pool(2), pool(1)
+    for d in (a, b):
+        pk.emulate_viewport(d, size)
+    name = size["name"]
+    open_as(a, pk.page_url(key_server, session_id), "controller")
+    KEYS_SEEN.add(key_in_address(a))
+    vw, vh = a.execute_script("return [innerWidth, innerHeight]")
+
+    def fits(d, what, *, tall_ok=False):
+        sw, sh = d.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+        assert sw <= vw, f"{what}: wider than the viewport ({sw} > {vw})"
+        if not tall_ok:
+            assert sh <= vh, f"{what}: taller than the viewport ({sh} > {vh})"
+
+    def shoot(d, what):
+        pk.wait(d, 2, lambda d: d.execute_script(
+            "return getComputedStyle(document.querySelector('.board')).opacity") == "1", "opaque board")
+        path = artifacts_dir / f"{what}-{name}.png"
+        assert d.save_screenshot(str(path)), path
+
+    fits(a, "controller")
+    shoot(a, "controller")
+    a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+    pk.wait(a, 2, lambda d: d.find_element(By.ID, "controller-link").is_displayed(), "the open Share area")
+    fits(a, "controller, Share open", tall_ok=True)
+    for sel in ("#viewer-link", "#controller-link", "#copy-viewer", "#copy-controller"):
+        r = pk.rect(a, sel)
+        assert r["x"] >= 0 and r["x"] + r["w"] <= vw, f"{sel} sticks out: {r}"
+    # The page fills the screen, so the panel opens below the fold: the page scrolls it in.
+    pk.wait(a, 3, lambda d: d.execute_script(
+        "return document.getElementById('share').getBoundingClientRect().bottom <= innerHeight + 1"),
+        "the opened Share area to be scrolled into view")
+    shoot(a, "controller-share")
+    if name == "desktop":
+        a.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                          {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        shoot(a, "controller-share-dark")
+
+    open_as(b, pk.page_url(key_server, session_id), "viewer")
+    fits(b, "viewer")
+    shoot(b, "viewer")
+    if name == "phone":
+        open_as(b, pk.page_url(key_server, session_id, lang="zh-Hant"), "viewer")
+        fits(b, "viewer, zh-Hant")
+        shoot(b, "viewer-zh-Hant")
+
+
+# 6 ---------------------------------------------------------------------------------------
+def test_control_console_is_clean(pool, request):
+    """Checks every browser console entry recorded during this file's tests: no errors,
+    no CSP violations, and none of the controller keys the tests saw, anywhere."""
+    for d in pool.drivers.values():
+        pk.drain_console(d, request.node.nodeid)
+    mine = [e for e in pk.CONSOLE if e.test.startswith(request.node.nodeid.split("::")[0])]
+    problems = [e for e in mine if pk.is_problem(e)]
+    assert not problems, "console errors or CSP violations:\n" + "\n".join(
+        f"  [{e.test}] {e.level}: {e.message}" for e in problems)
+    keys = {k for k in KEYS_SEEN if k}
+    assert keys, "the tests above should have seen at least one key"
+    leaked = [e for e in mine if any(k in e.message for k in keys)]
+    assert not leaked, "a controller key reached the console:\n" + "\n".join(
+        f"  [{e.test}] {e.level}: (message withheld)" for e in leaked)
+    print(f"{len(mine)} console entries checked for {len(keys)} keys")

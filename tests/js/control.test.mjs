@@ -1,0 +1,96 @@
+// Who may press Start (`--control key`): keys in URLs, roles, the Share links.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { logic } from "./load-logic.mjs";
+
+const { parseKey, sessionUrl, controlOf, controlView, shareLinks, addressWithKey, errorText, STRINGS } = logic;
+
+const KEY = "0123456789abcdef0123456789abcdef";
+const http = { protocol: "http:", host: "h:8080", origin: "http://h:8080", pathname: "/" };
+
+test("parseKey: the key from ?key=, or null for none, empty or anything not URL-safe", () => {
+  assert.equal(parseKey(`?session=a&key=${KEY}`), KEY);
+  assert.equal(parseKey(new URLSearchParams({ key: KEY })), KEY);
+  assert.equal(parseKey("?session=a"), null);
+  assert.equal(parseKey("?key="), null);
+  assert.equal(parseKey(""), null);
+  assert.equal(parseKey(undefined), null);
+  for (const bad of ["a b", "a&since=1", "ключ", "x".repeat(129), "<script>"]) {
+    assert.equal(parseKey(new URLSearchParams({ key: bad })), null, bad);
+  }
+  assert.equal(parseKey(`?key=${"x".repeat(128)}`), "x".repeat(128));
+});
+
+test("sessionUrl: key=<key> goes to the WebSocket, before since=<seq>; a bad key never does", () => {
+  assert.equal(sessionUrl(http, "a", null, KEY), `ws://h:8080/ws/a?key=${KEY}`);
+  assert.equal(sessionUrl(http, "a", 12, KEY), `ws://h:8080/ws/a?key=${KEY}&since=12`);
+  assert.equal(sessionUrl(http, "a", 12, null), "ws://h:8080/ws/a?since=12");
+  assert.equal(sessionUrl(http, "a", null, "a&b=c"), "ws://h:8080/ws/a");
+  assert.equal(sessionUrl(http, "a", -Infinity, ""), "ws://h:8080/ws/a");
+  assert.equal(sessionUrl({ protocol: "https:", host: "h" }, "a", 3, KEY), `wss://h/ws/a?key=${KEY}&since=3`);
+});
+
+test("controlOf: no role means --control open; controller carries its key; anything else only watches", () => {
+  const snap = (extra) => ({ type: "snapshot", seq: 1, state: {}, ...extra });
+  assert.deepEqual(controlOf(snap({})), { role: "open", key: null });
+  assert.deepEqual(controlOf(snap({ role: "controller", key: KEY })), { role: "controller", key: KEY });
+  assert.deepEqual(controlOf(snap({ role: "controller" })), { role: "controller", key: null });
+  assert.deepEqual(controlOf(snap({ role: "controller", key: 42 })), { role: "controller", key: null });
+  assert.deepEqual(controlOf(snap({ role: "viewer" })), { role: "viewer", key: null });
+  // A viewer is never handed a key, even if a server sent one.
+  assert.deepEqual(controlOf(snap({ role: "viewer", key: KEY })), { role: "viewer", key: null });
+  // Unknown roles fail closed: the server decides, the page does not offer controls.
+  assert.deepEqual(controlOf(snap({ role: "auditor" })), { role: "viewer", key: null });
+  assert.deepEqual(controlOf(snap({ role: null })), { role: "viewer", key: null });
+  assert.deepEqual(controlOf(null), { role: "open", key: null });
+});
+
+test("controlView: what each role shows", () => {
+  // Before the first snapshot: the controls, as the page always showed them.
+  assert.deepEqual(controlView(null), { controls: true, viewOnly: false, keyRejected: false, share: false });
+  // --control open: controls and nothing else.
+  assert.deepEqual(controlView("open", null), { controls: true, viewOnly: false, keyRejected: false, share: false });
+  // A controller with a key: controls and the Share area.
+  assert.deepEqual(controlView("controller", KEY, null), { controls: true, viewOnly: false, keyRejected: false, share: true });
+  assert.equal(controlView("controller", null).share, false, "no key, nothing to share");
+  // A viewer: "View only" instead of the controls; no Share area even with a key held.
+  assert.deepEqual(controlView("viewer", null, null), { controls: false, viewOnly: true, keyRejected: false, share: false });
+  assert.deepEqual(controlView("viewer", KEY, KEY), { controls: false, viewOnly: true, keyRejected: true, share: false });
+});
+
+test("shareLinks: a viewer link and a controller link on the page's origin and path, without ?lang=", () => {
+  assert.deepEqual(shareLinks(http, "team-a", KEY), {
+    viewer: "http://h:8080/?session=team-a",
+    controller: `http://h:8080/?session=team-a&key=${KEY}`,
+  });
+  const sub = { origin: "https://x.example", pathname: "/countdown/index.html" };
+  assert.deepEqual(shareLinks(sub, "default", null), {
+    viewer: "https://x.example/countdown/index.html?session=default",
+    controller: null,
+  });
+  assert.equal(shareLinks(http, "a", "no good").controller, null);
+});
+
+test("addressWithKey: adds or replaces ?key=, keeps the rest, and says when nothing changes", () => {
+  assert.equal(addressWithKey("http://h/?session=a", KEY), `/?session=a&key=${KEY}`);
+  assert.equal(addressWithKey("http://h/", KEY), `/?key=${KEY}`);
+  assert.equal(addressWithKey("http://h/?session=a&lang=zh-Hant#x", KEY), `/?session=a&lang=zh-Hant&key=${KEY}#x`);
+  assert.equal(addressWithKey(`http://h/?key=old&session=a`, KEY), `/?key=${KEY}&session=a`);
+  assert.equal(addressWithKey(`http://h/?session=a&key=${KEY}`, KEY), null);
+  assert.equal(addressWithKey("http://h/?session=a", null), null);
+  assert.equal(addressWithKey("http://h/?session=a", "a b"), null);
+});
+
+test("forbidden is told in words in both languages", () => {
+  const msg = { type: "error", id: 3, code: "forbidden", message: "only a controller of this session may do that" };
+  assert.equal(errorText(msg, STRINGS.en), "Only this session's controllers can start or cancel the countdown.");
+  assert.equal(errorText(msg, STRINGS["zh-Hant"]), "只有這個場次的主控者可以開始或取消倒計時。");
+});
+
+test("the page never writes to the console (so the key cannot end up there)", async () => {
+  const { readFileSync } = await import("node:fs");
+  for (const file of ["app.js", "logic.js"]) {
+    const source = readFileSync(new URL(`../../Public/${file}`, import.meta.url), "utf8");
+    assert.doesNotMatch(source, /\bconsole\s*\./, `${file} uses the console`);
+  }
+});
