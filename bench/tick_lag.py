@@ -36,7 +36,9 @@ def percentile(values: list[float], fraction: float) -> float:
 
 async def viewer(url: str, ready: asyncio.Event, started: asyncio.Event, lags: list, finishes: list,
                  missed: list):
-    async with connect(url, subprotocols=["countdown.v1"], max_queue=None) as ws:
+    # The server keeps connections alive itself; a client-side ping that times out
+    # under a loaded machine would only measure this script.
+    async with connect(url, subprotocols=["countdown.v1"], max_queue=None, ping_interval=None) as ws:
         json.loads(await ws.recv())  # snapshot
         ready.set()
         ends_at = None
