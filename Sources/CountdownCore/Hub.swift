@@ -37,8 +37,10 @@ public final class Hub {
     let id: String
     var machine: SessionStateMachine
     var viewers: [ConnectionID] = []
-    /// The latest patch, encoded once for every viewer one seq behind.
+    /// The latest patch, encoded once (when first needed) for every viewer
+    /// one seq behind; `patchFrameSeq` says which seq it is.
     var patchFrame: [UInt8] = []
+    var patchFrameSeq: UInt64 = 0
     /// One merged catch-up frame, shared by every viewer at the same old seq.
     var merged: (from: UInt64, to: UInt64, frame: [UInt8])?
     var dirty = false
@@ -232,10 +234,14 @@ public final class Hub {
   /// Calls `body` for every connection that has something new to write since
   /// the last drain. A connection may be named more than once.
   public func drainWritable(_ body: (ConnectionID) -> Void) {
-    for handle in dirtySessions {
-      guard let session = sessions[Int(handle)] else { continue }
+    for handle in dirtySessions where sessions[Int(handle)] != nil {
+      // Indexed in place: binding the Session would copy it per dirty session.
       sessions[Int(handle)]!.dirty = false
-      for viewer in session.viewers { body(viewer) }
+      var index = 0
+      while index < sessions[Int(handle)]!.viewers.count {
+        body(sessions[Int(handle)]!.viewers[index])
+        index += 1
+      }
     }
     dirtySessions.removeAll(keepingCapacity: true)
     for connection in dirtyConnections where connections[Int(connection)] != nil {
@@ -257,9 +263,21 @@ public final class Hub {
     // viewer shares is returned without copying its bytes.
     if connections[slot]!.sentSeq &+ 1 == seq && !connections[slot]!.needsSnapshot {
       connections[slot]!.sentSeq = seq
+      if sessions[handle]!.patchFrameSeq != seq { encodeLatestPatch(handle) }
       return sessions[handle]!.patchFrame
     }
     return catchUpFrame(slot, handle: handle, now: now)
+  }
+
+  /// Encodes a session's latest patch, reusing the buffer. Lazy, so a session
+  /// nobody watches never encodes its ticks.
+  private func encodeLatestPatch(_ handle: Int) {
+    let machine = sessions[handle]!.machine
+    let patch = Patch(
+      seq: machine.seq, fields: machine.changes(since: machine.seq - 1), state: machine.published)
+    sessions[handle]!.patchFrame.removeAll(keepingCapacity: true)
+    WireCodec.appendPatch(patch, to: &sessions[handle]!.patchFrame)
+    sessions[handle]!.patchFrameSeq = machine.seq
   }
 
   /// Everything but the hot path: the snapshot, a merged patch for a viewer
@@ -330,7 +348,6 @@ public final class Hub {
   private func apply(_ action: SessionStateMachine.Action, to handle: Int32) {
     switch action {
     case .broadcast(let patch, let next):
-      sessions[Int(handle)]!.patchFrame = WireCodec.patch(patch)
       if !sessions[Int(handle)]!.dirty {
         sessions[Int(handle)]!.dirty = true
         dirtySessions.append(handle)

@@ -267,14 +267,32 @@ public struct JSONWriter {
     bytes.reserveCapacity(capacity)
   }
 
+  /// Continues an existing buffer.
+  public init(appendingTo existing: [UInt8]) {
+    bytes = existing
+  }
+
   public mutating func raw(_ text: StaticString) {
     text.withUTF8Buffer { bytes.append(contentsOf: $0) }
   }
 
   public mutating func raw(_ fragment: [UInt8]) { bytes.append(contentsOf: fragment) }
 
+  /// Decimal digits written straight into the buffer: this runs for every
+  /// seq, time and count of every message, and `String(value)` would allocate.
   public mutating func integer<T: BinaryInteger>(_ value: T) {
-    bytes.append(contentsOf: String(value).utf8)
+    var magnitude = UInt64(value.magnitude)
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+    var count = 0
+    withUnsafeMutableBytes(of: &digits) { buffer in
+      repeat {
+        buffer[23 - count] = UInt8(truncatingIfNeeded: magnitude % 10) &+ 0x30
+        magnitude /= 10
+        count += 1
+      } while magnitude > 0
+      bytes.append(contentsOf: buffer[(24 - count)...])
+    }
   }
 
   public mutating func bool(_ value: Bool) { value ? raw("true") : raw("false") }

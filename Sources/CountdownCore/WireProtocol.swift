@@ -35,11 +35,14 @@ public struct CommandError: Error, Equatable, Sendable {
 public struct CommandID: Equatable, Sendable {
   public let json: [UInt8]
   public static let maxStringLength = 128
+  /// Longer number literals are refused: every echo of one is queued per reply.
+  public static let maxNumberLength = 32
 
   init?(_ value: JSONValue) {
     var writer = JSONWriter(reservingCapacity: 16)
     switch value {
-    case .number(let literal): writer.raw(Array(literal.utf8))
+    case .number(let literal) where literal.utf8.count <= Self.maxNumberLength:
+      writer.raw(Array(literal.utf8))
     case .string(let text) where text.unicodeScalars.count <= Self.maxStringLength:
       writer.string(text)
     default: return nil
@@ -81,7 +84,8 @@ public enum WireCodec {
         return .failure(
           CommandError(
             .badRequest,
-            "id must be a number or a string of at most \(CommandID.maxStringLength) characters"))
+            "id must be a number of at most \(CommandID.maxNumberLength) characters or a string of at most \(CommandID.maxStringLength)"
+          ))
       }
       id = parsed
     }
@@ -116,7 +120,9 @@ public enum WireCodec {
     case "cancel":
       return .success(ClientMessage(command: .cancel, id: id))
     case "ping":
-      guard case .number(let t)? = fields["t"] else { return fail("t must be a number") }
+      guard case .number(let t)? = fields["t"], t.utf8.count <= CommandID.maxNumberLength else {
+        return fail("t must be a number of at most \(CommandID.maxNumberLength) characters")
+      }
       return .success(ClientMessage(command: .ping(t: t), id: id))
     default:
       return fail("unknown op \"\(op)\"")
@@ -163,13 +169,22 @@ public enum WireCodec {
 
   /// `{"type":"patch",...}`: only `patch.fields`, as an RFC 7396 merge patch.
   public static func patch(_ patch: Patch) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 128)
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(128)
+    appendPatch(patch, to: &bytes)
+    return bytes
+  }
+
+  /// The same, appended to a buffer the caller reuses.
+  public static func appendPatch(_ patch: Patch, to bytes: inout [UInt8]) {
+    var writer = JSONWriter(appendingTo: bytes)
+    bytes = []  // hand the storage to the writer without copying it
     writer.raw("{\"type\":\"patch\",\"seq\":")
     writer.integer(patch.seq)
     writer.raw(",\"patch\":")
     writeFields(patch.fields, of: patch.state, to: &writer)
     writer.raw("}")
-    return writer.bytes
+    bytes = writer.bytes
   }
 
   /// `{"type":"pong",...}`: `t` as the client sent it, and the server's time at writing.

@@ -40,14 +40,29 @@ extension CountdownServer {
     return target
   }
 
-  /// The server's own origin (the Host the browser used) is always allowed;
-  /// `--allow-origin` adds more. Requests without Origin are not from a
-  /// browser page and are allowed.
+  /// The server's own origin is always allowed: the page it served, at the
+  /// Host the browser used, when that Host is an IP address, `localhost` or
+  /// the `--host` name. A domain name must be listed with `--allow-origin`,
+  /// because a same-origin check on a name alone lets DNS rebinding through.
+  /// Requests without Origin are not from a browser page and are allowed.
   func originAllowed(_ origin: String, host: String?) -> Bool {
     let origin = origin.lowercased()
-    if let host = host?.lowercased(), origin == "http://\(host)" || origin == "https://\(host)" {
+    if let host = host?.lowercased(), origin == "http://\(host)" || origin == "https://\(host)",
+      isLocalName(host)
+    {
       return true
     }
     return config.allowedOrigins.contains { $0 == "*" || $0.lowercased() == origin }
+  }
+
+  /// A Host whose name cannot be a rebound DNS name.
+  private func isLocalName(_ host: String) -> Bool {
+    var name = Substring(host)
+    if name.hasPrefix("[") {  // [v6]:port
+      return name.contains("]")
+    }
+    if let colon = name.lastIndex(of: ":") { name = name[..<colon] }
+    if name == "localhost" || name == config.host.lowercased() { return true }
+    return !name.isEmpty && name.allSatisfy { $0.isNumber || $0 == "." }
   }
 }

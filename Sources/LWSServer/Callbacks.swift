@@ -157,7 +157,7 @@ private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "")
   let reason = refusalReasons[status] ?? "Refused"
   let body = "\(status) \(reason)\n"
   let response = Array(
-    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(headers)"
+    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(securityHeaders)\(headers)"
       + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)").utf8)
   let pre = cds_lws_pre()
   var framed = [UInt8](repeating: 0, count: pre) + response
@@ -167,8 +167,14 @@ private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "")
   return written < 0 ? -1 : 1
 }
 
+/// The headers lws's security option adds to its own answers, for ours too.
+private let securityHeaders =
+  "content-security-policy: default-src 'none'\r\nx-content-type-options: nosniff\r\n"
+  + "x-frame-options: deny\r\nreferrer-policy: no-referrer\r\n"
+
 private let refusalReasons: [UInt32: String] = [
-  403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
+  400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+  429: "Too Many Requests",
   503: "Service Unavailable",
 ]
 
@@ -183,6 +189,11 @@ func httpCallback(
     return confirmUpgrade(wsi)
 
   case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
+    // A decoded NUL ("%00") would make lws cut the path short and serve
+    // something else than was asked for.
+    if let input, strnlen(input.assumingMemoryBound(to: CChar.self), length) != length {
+      return respond(wsi, status: 400)
+    }
     // Everything here is read-only: lws would otherwise serve a file for a POST.
     guard
       lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0

@@ -78,8 +78,9 @@ public final class CountdownServer {
     info.pvo = UnsafePointer(makeProtocolOptions())
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
     info.timeout_secs = UInt32(config.headerTimeoutSeconds)
-    // lws sizes its fd table from the open-file limit; keep one for every allowed socket.
-    info.fd_limit_per_thread = UInt32(config.maxConnections + 64)
+    // fd_limit_per_thread stays unset on purpose: below the open-file limit,
+    // lws 4.1 switches to a linear fd-to-wsi lookup that costs O(n) per event
+    // (bench/PROFILE.md). Admission enforces --max-connections instead.
     info.options = cds_option_validate_utf8() | cds_option_security_headers()
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
     info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -123,6 +124,8 @@ public final class CountdownServer {
   fileprivate func housekeepingDidFire() {
     if stopping {
       shutdownDeadlinePassed = true
+      // Otherwise lws_service sleeps on until its next timer, seconds away.
+      if let context { lws_cancel_service(context) }
       return
     }
     for wsi in stuckConnections(now: clock.nowMilliseconds()) {
@@ -219,7 +222,9 @@ public final class CountdownServer {
     countdown.name = retain(Self.subprotocol)
     countdown.callback = countdownCallback
     countdown.per_session_data_size = MemoryLayout<Int32>.size
-    countdown.rx_buffer_size = 0
+    // Client messages are small and reassembled across reads anyway; lws's
+    // default 4 KiB per connection would double the memory of each viewer.
+    countdown.rx_buffer_size = 512
     return retain([http, countdown, lws_protocols()])
   }
 

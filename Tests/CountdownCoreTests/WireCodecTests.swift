@@ -146,6 +146,27 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     }
   }
 
+  /// Integers are written in decimal at both ends of their ranges.
+  @Test func integers() {
+    var writer = JSONWriter()
+    for value in [Int64(0), 7, -5, 1_796_024_361_226, .max, .min] {
+      writer.integer(value)
+      writer.raw(",")
+    }
+    writer.integer(UInt64.max)
+    #expect(
+      text(writer.bytes)
+        == "0,7,-5,1796024361226,9223372036854775807,-9223372036854775808,18446744073709551615")
+  }
+
+  /// Numeric ids and ping times longer than 32 characters are refused: each echo is queued.
+  @Test func longNumbersRefused() {
+    let long = String(repeating: "9", count: 33)
+    #expect(errorCode(#"{"op":"cancel","id":\#(long)}"#) == .badRequest)
+    #expect(errorCode(#"{"op":"ping","t":\#(long)}"#) == .badRequest)
+    #expect(errorCode(#"{"op":"ping","t":\#(String(long.dropFirst()))}"#) == nil)
+  }
+
   /// Session ids are [A-Za-z0-9_-]{1,64}.
   @Test func sessionIDs() {
     #expect(SessionID.isValid("team-a_1"))
