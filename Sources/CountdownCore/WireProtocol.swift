@@ -107,7 +107,7 @@ public enum WireCodec {
       var finishedLabel: String?
       if let raw = fields["finishedLabel"] {
         guard case .string(let label) = raw, !label.isEmpty,
-          label.count <= SessionConfig.maxFinishedLabelLength
+          label.unicodeScalars.count <= SessionConfig.maxFinishedLabelLength
         else {
           return fail(
             "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters"

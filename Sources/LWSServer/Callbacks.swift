@@ -118,6 +118,10 @@ func countdownCallback(
     if case .close(let code, let text) = outcome { return close(wsi, code: code, reason: text) }
 
   case LWS_CALLBACK_SERVER_WRITEABLE:
+    // lws 4.1.6 still offers WRITEABLE after it queued its own Close (for a
+    // protocol error) while it waits for the reply; RFC 6455 allows no data
+    // after a Close, so write nothing once one is pending.
+    if lws_get_close_length(wsi) != 0 { return 0 }
     let server = server(of: wsi)
     switch tag(user) {
     case SocketTag.echo: return finish(wsi, server.echoWritable(wsi))
@@ -125,6 +129,11 @@ func countdownCallback(
     case let value where value > 0: return finish(wsi, server.writable(wsi, connection: value - 1))
     default: return 0
     }
+
+  case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+    // A 1-byte close payload is malformed (a status code takes two); lws would
+    // echo it back. Drop the connection instead.
+    return length == 1 ? -1 : 0
 
   case LWS_CALLBACK_CLOSED:
     let server = server(of: wsi)

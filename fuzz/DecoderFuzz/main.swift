@@ -1,0 +1,132 @@
+// libFuzzer entry point for the client command path.
+//
+// Built by scripts/fuzz together with Sources/CountdownCore/*.swift into one
+// module (so no `import CountdownCore`), with `-parse-as-library` so that
+// libFuzzer's own `main` drives it. See fuzz/README.md.
+//
+// Each input is a client's text frame, exactly as the server hands it to the
+// hub (lws has already checked UTF-8 there, but the decoder must not rely on
+// that, so any bytes are fed). Three passes:
+//
+//   1. `WireCodec.decode` on the bytes, with checks on what it returns.
+//   2. A fresh `Hub` (open control): one viewer connects, `receive`s the
+//      bytes, then every frame is drained with `nextFrame` until none is left.
+//   3. A fresh `Hub` in `--control key` mode with a controller and a viewer:
+//      the input is split at newlines into up to 16 commands, sent
+//      alternately by the two connections while the clock moves on, so
+//      sequences such as start-then-cancel reach the state machine.
+//
+// Every frame the hub writes must itself be a JSON object with a string
+// "type" (our own strict parser is the oracle). A broken invariant is a
+// crash (`fatalError`, whose message survives -O), which libFuzzer reports
+// with a reproducer.
+
+/// Fails the run with a message libFuzzer prints next to the crash.
+private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+  if !condition { fatalError("invariant broken: \(message())") }
+}
+
+/// A server frame must be one JSON object with a string "type".
+private func checkFrame(_ frame: [UInt8], _ context: String) {
+  let value: JSONValue
+  do throws(JSONParseError) {
+    value = try JSONParser.parse(frame, maxDepth: 64)
+  } catch {
+    fatalError(
+      "\(context): the server wrote invalid JSON (\(error)): \(String(decoding: frame, as: UTF8.self))")
+  }
+  guard case .object(let fields) = value, case .string(let type)? = fields["type"] else {
+    fatalError("\(context): frame without a string type: \(String(decoding: frame, as: UTF8.self))")
+  }
+  let known = ["snapshot", "patch", "ack", "error", "pong"]
+  check(known.contains(type), "\(context): unknown frame type \(type)")
+}
+
+/// Drains every frame waiting for `connection`; a bounded loop, so a hub that
+/// never runs dry is reported as a bug rather than hanging the fuzzer.
+private func drain(_ hub: Hub, _ connection: ConnectionID, now: Int64, _ context: String) {
+  var written = 0
+  while let frame = hub.nextFrame(for: connection, now: now) {
+    checkFrame(frame, context)
+    written += 1
+    check(written <= Hub.maxPendingReplies + 8, "\(context): nextFrame never returned nil")
+  }
+  check(!hub.hasPending(connection), "\(context): hasPending after nextFrame returned nil")
+}
+
+/// Pass 1: the decoder alone.
+private func fuzzDecode(_ bytes: [UInt8]) {
+  let first = WireCodec.decode(bytes)
+  // Deterministic: the same text decodes the same way.
+  check(WireCodec.decode(bytes) == first, "decode is not deterministic")
+  switch first {
+  case .success(let message):
+    if let id = message.id { checkFrame(WireCodec.ack(id: id, seq: 1), "ack") }
+    switch message.command {
+    case .start(let seconds, let label):
+      if let seconds { check(SessionConfig.secondsRange.contains(seconds), "seconds \(seconds)") }
+      if let label {
+        check(!label.isEmpty && label.count <= SessionConfig.maxFinishedLabelLength, "label")
+      }
+    case .cancel:
+      break
+    case .ping(let t):
+      checkFrame(WireCodec.pong(t: t, serverTime: 0), "pong")
+    }
+  case .failure(let error):
+    checkFrame(WireCodec.error(error), "error")
+    if error.code == .badJSON {
+      check(error.id == nil, "bad_json error carries an id")
+    }
+  }
+}
+
+/// Pass 2: the whole command path for one message.
+private func fuzzHubOnce(_ bytes: [UInt8]) {
+  let hub = Hub(config: HubConfig(), epoch: "fuzz")
+  let now: Int64 = 1_000_000
+  guard case .joined(let viewer) = hub.connect(session: "fuzz", now: now) else {
+    fatalError("a first join was refused")
+  }
+  drain(hub, viewer, now: now, "open/snapshot")
+  _ = hub.receive(bytes, from: viewer, now: now)
+  hub.drainWritable { _ in }
+  drain(hub, viewer, now: now, "open/reply")
+  hub.advance(now: now + 90_000_000)
+  drain(hub, viewer, now: now + 90_000_000, "open/after")
+  hub.disconnect(viewer, now: now + 90_000_000)
+  check(hub.connectionCount == 0, "connection count after disconnect")
+}
+
+/// Pass 3: a short conversation in a keyed session.
+private func fuzzHubConversation(_ bytes: [UInt8]) {
+  let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+  guard lines.count > 1 else { return }
+  let hub = Hub(config: HubConfig(control: .key), epoch: "fuzz")
+  var now: Int64 = 5_000_000
+  guard case .joined(let controller) = hub.connect(session: "s", now: now),
+    case .joined(let viewer) = hub.connect(session: "s", key: "wrong", now: now)
+  else { fatalError("joins to a keyed session were refused") }
+  for (index, line) in lines.prefix(16).enumerated() {
+    let from = index % 2 == 0 ? controller : viewer
+    if case .close = hub.receive(Array(line), from: from, now: now) {
+      fatalError("a 16-command conversation was closed as a flood")
+    }
+    now += 700
+    hub.advance(now: now)
+    hub.drainWritable { _ in }
+    drain(hub, controller, now: now, "key/controller")
+    drain(hub, viewer, now: now, "key/viewer")
+  }
+  hub.disconnect(viewer, now: now)
+  hub.disconnect(controller, now: now)
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
+  fuzzDecode(bytes)
+  fuzzHubOnce(bytes)
+  fuzzHubConversation(bytes)
+  return 0
+}
