@@ -1433,3 +1433,34 @@ async def test_after_the_suite_the_hammered_server_is_healthy_and_its_rss_within
     rss = settled_rss(hammered.proc.pid)
     before = hammered.rss_before_suite
     assert abs(rss - before) <= before * 0.10, f"RSS {before} kB before the suite, {rss} kB after"
+
+
+# -- closing handshakes (found by Autobahn cases 3.2 and 7.3.2) ---------------------------------
+@run_async
+async def test_no_data_after_the_servers_close(hammered):
+    """A valid start and a frame with a reserved bit, in one write: lws answers the
+    protocol error with Close 1002, and the server writes nothing after that Close (RFC
+    6455 5.5.1), although the start's patch and ack were due on the same connection."""
+    ws, _ = await raw_join(hammered, sid())
+    start = encode_frame(OP_TEXT, b'{"op":"start","seconds":30,"id":1}')
+    await ws.send_raw(start + encode_frame(OP_TEXT, b"{}", rsv=4))
+    assert await ws.wait_closed(10), "server did not close after the RSV error"
+    frames = await ws.frames_left()
+    closes = [i for i, (_, op, _) in enumerate(frames) if op == OP_CLOSE]
+    assert closes, f"no Close frame: {frames}"
+    assert closes[0] == len(frames) - 1, f"frames after the Close: {frames[closes[0]:]}"
+    ws.close()
+    healthz_ok(hammered)
+
+
+@run_async
+async def test_one_byte_close_payload_is_not_echoed(hammered):
+    """A Close with a 1-byte payload is malformed: the server drops the connection
+    instead of echoing the bad payload back as its own Close."""
+    ws, _ = await raw_join(hammered, sid())
+    await ws.send_frame(OP_CLOSE, b"\x03")
+    assert await ws.wait_closed(5), "server kept the connection"
+    frames = await ws.frames_left()
+    assert not any(op == OP_CLOSE and len(p) == 1 for _, op, p in frames), frames
+    ws.close()
+    healthz_ok(hammered)
