@@ -130,6 +130,9 @@ func countdownCallback(
     default: return 0
     }
 
+  case LWS_CALLBACK_RECEIVE_PONG:
+    if tag(user) > 0 { server(of: wsi).heard(tag(user) - 1) }
+
   case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
     // A 1-byte close payload is malformed (a status code takes two); lws would
     // echo it back. Drop the connection instead.

@@ -43,9 +43,13 @@ extension CountdownServer {
         partialMessages.append(contentsOf: repeatElement([], count: grow))
         peers.append(contentsOf: repeatElement("", count: grow))
         waitingSince.append(contentsOf: repeatElement(0, count: grow))
+        lastHeard.append(contentsOf: repeatElement(0, count: grow))
+        pingedAt.append(contentsOf: repeatElement(0, count: grow))
+        pingDue.append(contentsOf: repeatElement(false, count: grow))
       }
       sockets[slot] = wsi
       peers[slot] = peer
+      heard(id)
       flush()
       return id
     }
@@ -58,6 +62,7 @@ extension CountdownServer {
     _ chunk: UnsafeRawBufferPointer, from id: ConnectionID, announcedRemaining: Int, isLast: Bool
   ) -> ChunkOutcome {
     let slot = Int(id)
+    heard(id)
     guard partialMessages[slot].count + chunk.count + announcedRemaining <= config.maxMessageBytes
     else {
       partialMessages[slot] = []
@@ -73,10 +78,22 @@ extension CountdownServer {
     return .delivered
   }
 
+  /// Anything arrived: the connection is alive.
+  func heard(_ id: ConnectionID) {
+    lastHeard[Int(id)] = clock.nowMilliseconds()
+    pingedAt[Int(id)] = 0
+  }
+
   /// lws says `id` may be written: send one frame, and ask again if more waits.
   func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
     waitingSince[Int(id)] = 0
     if stopping { return .close(code: 1001, reason: "server shutting down") }
+    if pingDue[Int(id)] {
+      pingDue[Int(id)] = false
+      guard writePing(wsi) else { return .fail }
+      if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
+      return .keepOpen
+    }
     guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else { return .keepOpen }
     guard write(frame, to: wsi, binary: false) else { return .fail }
     if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
@@ -96,6 +113,7 @@ extension CountdownServer {
     sockets[slot] = nil
     partialMessages[slot] = []
     waitingSince[slot] = 0
+    pingDue[slot] = false
     releasePeer(peers[slot])
     peers[slot] = ""
     hub.disconnect(id, now: clock.nowMilliseconds())
@@ -119,15 +137,29 @@ extension CountdownServer {
     requestWritable(wsi)
   }
 
-  /// Connections that have had something to send for too long without the
-  /// socket taking it: their reader is gone or stuck.
-  func stuckConnections(now: Int64) -> [OpaquePointer] {
-    let limit = Int64(config.unwritableTimeoutSeconds) * 1000
-    var stuck: [OpaquePointer] = []
-    for slot in waitingSince.indices where waitingSince[slot] != 0 {
-      if now - waitingSince[slot] >= limit, let wsi = sockets[slot] { stuck.append(wsi) }
+  /// One pass over every connection, once a second: who is owed a ping
+  /// (silent for --ping-after), and who must go (silent for --hangup-after,
+  /// or unable to take what it is owed for --unwritable-timeout).
+  func sweepConnections(now: Int64) -> (ping: [OpaquePointer], close: [OpaquePointer]) {
+    let stuckAfter = Int64(config.unwritableTimeoutSeconds) * 1000
+    let pingAfter = Int64(config.pingAfterSeconds) * 1000
+    let hangUpAfter = Int64(config.hangUpAfterSeconds) * 1000
+    var ping: [OpaquePointer] = []
+    var close: [OpaquePointer] = []
+    for slot in sockets.indices {
+      guard let wsi = sockets[slot] else { continue }
+      let silent = now - lastHeard[slot]
+      if silent >= hangUpAfter
+        || (waitingSince[slot] != 0 && now - waitingSince[slot] >= stuckAfter)
+      {
+        close.append(wsi)
+      } else if silent >= pingAfter && pingedAt[slot] == 0 {
+        pingedAt[slot] = now
+        pingDue[slot] = true
+        ping.append(wsi)
+      }
     }
-    return stuck
+    return (ping, close)
   }
 
   // MARK: The test-only echo route

@@ -26,6 +26,12 @@ public final class CountdownServer {
   var peers: [String] = []
   /// When each connection began waiting to be written (0: not waiting).
   var waitingSince: [Int64] = []
+  /// When anything (a message, a fragment, a pong) last arrived on each connection.
+  var lastHeard: [Int64] = []
+  /// When each connection was last pinged (0: not in this silence).
+  var pingedAt: [Int64] = []
+  /// Connections owed a ping frame at their next WRITEABLE.
+  var pingDue: [Bool] = []
   /// Open WebSocket connections of every kind, and how many per peer address.
   var openSockets = 0
   var connectionsByPeer: [String: Int] = [:]
@@ -112,7 +118,9 @@ public final class CountdownServer {
     }
   }
 
-  static let sweepIntervalMs: Int64 = 5000
+  /// Keepalive and stuck sockets are checked this often: one pass over an
+  /// array, instead of lws's per-connection timers (see `makeIdlePolicy`).
+  static let sweepIntervalMs: Int64 = 1000
 
   private func scheduleHousekeeping(afterMs delay: Int64) {
     guard let context else { return }
@@ -128,11 +136,13 @@ public final class CountdownServer {
       if let context { lws_cancel_service(context) }
       return
     }
-    for wsi in stuckConnections(now: clock.nowMilliseconds()) {
-      // Not writable for a minute: nothing we send can reach it. Kill it from
-      // outside its callbacks, the way lws allows.
+    let sweep = sweepConnections(now: clock.nowMilliseconds())
+    for wsi in sweep.close {
+      // Silent too long, or not writable for a minute: kill it from outside
+      // its callbacks, the way lws allows.
       lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
+    for wsi in sweep.ping { lws_callback_on_writable(wsi) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
   }
 
@@ -271,12 +281,24 @@ public final class CountdownServer {
     return retain([countdown])
   }
 
+  /// lws's own keepalive is switched off (both values 0). It re-arms a timer
+  /// per connection on every frame and pong, in one sorted list, so a ping
+  /// round over 19k quiet viewers cost O(n²) and stalled ticks for seconds
+  /// (bench/PROFILE.md). `sweepConnections` does the same job in one pass.
   private func makeIdlePolicy() -> UnsafeMutablePointer<lws_retry_bo_t> {
-    var policy = lws_retry_bo_t()
-    policy.secs_since_valid_ping = UInt16(config.pingAfterSeconds)
-    policy.secs_since_valid_hangup = UInt16(config.hangUpAfterSeconds)
-    return retain([policy])
+    retain([lws_retry_bo_t()])
   }
+
+  /// Sends the ping a connection is owed. It carries a payload because lws
+  /// 4.1.6 reports only non-empty pongs to the protocol callback.
+  func writePing(_ wsi: OpaquePointer) -> Bool {
+    let pre = cds_lws_pre()
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    payload[0] = UInt8(ascii: "k")
+    payload[1] = UInt8(ascii: "a")
+    return lws_write(wsi, payload, 2, LWS_WRITE_PING) >= 0
+  }
+
 }
 
 /// The one running context, reachable from a signal handler.
