@@ -19,6 +19,9 @@ let package = Package(
     .target(name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets"]),
     .executableTarget(name: "countdown-server", dependencies: ["CountdownCore", "LWSServer"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    // bench/run's in-process scheduler benchmark (no sockets).
+    .executableTarget(
+      name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,628 @@
+/*
+ * loadclient.c: many countdown.v1 viewers in one process, on libwebsockets'
+ * client API (poll backend), for bench/run.
+ *
+ * Connection i (global index offset+i) joins session "<prefix>-<i / per_session>"
+ * (one session "<prefix>-0" without --per-session). Sockets are bound in turn
+ * to 127.0.0.2 ... 127.0.0.9 (--src-first/--src-last), so the ephemeral ports
+ * of eight addresses are shared out (see the connect() wrapper below).
+ *
+ * Phases:
+ *   1. connect (at most --max-pending handshakes in flight; 0 = all at once)
+ *      and wait for every connection's snapshot. Prints to stderr
+ *        @ready {"connected":..,"t_all_snapshots_ms":..}
+ *      With --no-start it then prints its JSON report and exits.
+ *   2. on SIGUSR1 ("go"): the first connection of each session this process
+ *      holds sends {"op":"start","seconds":S}, session k after
+ *      k * spread_ms / sessions ms. Every connection then measures --ticks
+ *      ticks: a patch with remaining = r (and no phase) is due at
+ *      endsAt - r*1000 ms (endsAt from the start patch or the snapshot); its
+ *      lag is receipt time - due time (CLOCK_REALTIME, same host).
+ *   3. when every connection has its ticks (or the deadline passed) it prints
+ *      one JSON line on stdout, then keeps its connections open (so the
+ *      server's CPU window is not polluted by the closes) until SIGTERM/SIGINT.
+ *
+ * Lags go into a log-linear histogram (64 sub-buckets per power of two, ~1.6%
+ * resolution); the report lists the non-empty buckets as [lower_us, count] so
+ * bench/run can merge processes. Missed ticks: per connection, every r in
+ * [S-ticks, S-1] not received. Out of order: a tick whose r is not below the
+ * previous one.
+ */
+#define _GNU_SOURCE
+#include <libwebsockets.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct conn {
+	lws_sorted_usec_list_t sul; /* first: start timer for session starters */
+	struct lws *wsi;
+	long long ends_at; /* ms, 0 unknown */
+	long long t_connect_us;
+	int index;          /* global */
+	int attempts;
+	int state;          /* 0 idle, 1 connecting, 2 open, 3 closed/failed */
+	int got_snapshot;
+	int want_start;
+	int last_r;         /* last tick's r, or big */
+	int ticks;          /* ticks received within the measured range */
+	int done;
+	int expect;         /* next r expected */
+};
+
+static const lws_retry_bo_t no_validity = { .secs_since_valid_ping = 0 };
+
+#define HBUCKETS 4096
+static unsigned long long hist[HBUCKETS];
+
+static struct lws_context *context;
+static struct conn *conns;
+static int n_conns, offset, per_session = 0, total = 0, seconds = 3600, n_ticks = 10;
+static int spread_ms = 0, max_pending = 1000, no_start = 0;
+static int port = 0, deadline_extra_s = 15;
+static const char *host = "127.0.0.1", *prefix = "bench";
+static char (*paths)[96];
+static char ifaces[256][16];
+
+static volatile sig_atomic_t go_flag, stop_flag;
+static int going, reported, ready_reported;
+static int next_to_connect, pending, connected, snapshots, conn_errors, closed_after_open, failed;
+static int done_count, measuring;
+static long long t_begin_us, t_all_snapshots_us, t_go_us, t_end_us, t_first_snapshot_us;
+static long long lag_max_us = -1, lag_min_us = 1LL << 62, lag_count;
+static long long frames_window, frames_total, ticks_in_range, missed, out_of_order, viewers_patches;
+static long long bytes_window, acks, errors_rx, other_frames;
+static double cpu_go, cpu_ready;
+static lws_sorted_usec_list_t pump_sul, watchdog_sul;
+/* per measured tick (index seconds-1-r): count, min and max lag */
+#define MAX_TICKS 4096
+static long long tick_count[MAX_TICKS], tick_min[MAX_TICKS], tick_max[MAX_TICKS], tick_sum[MAX_TICKS];
+
+/*
+ * Source addresses. lws_client_connect_info.iface would do, but lws 4.1 then
+ * resolves it with getifaddrs() (a netlink dump) for every connection, which
+ * made this client, not the server, the bottleneck of a join storm. So this
+ * executable interposes connect(): libwebsockets' call to connect() binds here
+ * first, to the next of 127.0.0.(src_first..src_last) in turn, with
+ * IP_BIND_ADDRESS_NO_PORT so the kernel picks the port per 4-tuple at connect
+ * time. --lws-iface goes back to lws's own iface binding.
+ */
+static int use_lws_iface, src_next, src_first = 2, src_last = 9;
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (!use_lws_iface && sa && sa->sa_family == AF_INET) {
+		struct sockaddr_in local;
+		socklen_t local_len = sizeof(local);
+		if (!getsockname(fd, (struct sockaddr *)&local, &local_len) &&
+		    local.sin_addr.s_addr == htonl(INADDR_ANY) && local.sin_port == 0) {
+			int one = 1;
+			int span = src_last - src_first + 1;
+			setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+			memset(&local, 0, sizeof(local));
+			local.sin_family = AF_INET;
+			local.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)(src_first + src_next++ % span));
+			bind(fd, (struct sockaddr *)&local, sizeof(local));
+		}
+	}
+	return (int)syscall(SYS_connect, fd, sa, len);
+}
+
+static long long now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static long rss_kb(const char *field)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	size_t n = strlen(field);
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n))
+			v = atol(line + n + 1);
+	fclose(f);
+	return v;
+}
+
+static int bucket_of(long long v)
+{
+	if (v < 64)
+		return (int)(v < 0 ? 0 : v);
+	int e = 63 - __builtin_clzll((unsigned long long)v);
+	int m = (int)((v >> (e - 6)) & 63);
+	int b = 64 + (e - 6) * 64 + m;
+	return b < HBUCKETS ? b : HBUCKETS - 1;
+}
+
+static long long bucket_lower(int b)
+{
+	if (b < 64)
+		return b;
+	int e = (b - 64) / 64 + 6, m = (b - 64) % 64;
+	return (long long)(64 + m) << (e - 6);
+}
+
+static void record_lag(long long lag)
+{
+	if (lag > lag_max_us)
+		lag_max_us = lag;
+	if (lag < lag_min_us)
+		lag_min_us = lag;
+	lag_count++;
+	hist[bucket_of(lag)]++;
+}
+
+/* Finds "key": in text; returns pointer to the value or NULL. */
+static const char *find_key(const char *text, size_t len, const char *key, size_t klen)
+{
+	const char *end = text + len;
+	for (const char *p = text; p + klen <= end; p++) {
+		p = memchr(p, key[0], (size_t)(end - p));
+		if (!p || p + klen > end)
+			return NULL;
+		if (!memcmp(p, key, klen))
+			return p + klen;
+	}
+	return NULL;
+}
+
+#define KEY(t, l, k) find_key(t, l, k, sizeof(k) - 1)
+
+static int session_of(int global) { return per_session > 0 ? global / per_session : 0; }
+
+static void report(void);
+
+static void check_finished(void)
+{
+	if (going && !reported && done_count >= measuring)
+		report();
+}
+
+static void mark_done(struct conn *c)
+{
+	if (!c->done) {
+		c->done = 1;
+		done_count++;
+	}
+}
+
+static void connect_one(struct conn *c)
+{
+	struct lws_client_connect_info i;
+	memset(&i, 0, sizeof(i));
+	i.context = context;
+	i.address = host;
+	i.port = port;
+	i.path = paths[c - conns];
+	i.host = host;
+	i.origin = host;
+	i.protocol = "countdown.v1";
+	i.userdata = c;
+	i.pwsi = &c->wsi;
+	i.retry_and_idle_policy = &no_validity;
+	if (use_lws_iface)
+		i.iface = ifaces[c->index % (src_last - src_first + 1)];
+	c->state = 1;
+	c->attempts++;
+	c->t_connect_us = now_us();
+	pending++;
+	if (!lws_client_connect_via_info(&i)) {
+		/* CLIENT_CONNECTION_ERROR may or may not have run; it resets state. */
+		if (c->state == 1) {
+			pending--;
+			c->state = 0;
+			conn_errors++;
+		}
+	}
+}
+
+/* Issues connections (and retries) while fewer than max_pending are in flight. */
+static void pump(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	int budget = max_pending > 0 ? max_pending - pending : n_conns;
+	while (budget > 0 && next_to_connect < n_conns) {
+		connect_one(&conns[next_to_connect++]);
+		budget--;
+	}
+	/* retries: connections that failed before opening, up to 5 attempts */
+	for (int k = 0; k < n_conns && budget > 0 && next_to_connect >= n_conns; k++) {
+		struct conn *c = &conns[k];
+		if (c->state == 0 && c->attempts > 0 && c->attempts < 5) {
+			connect_one(c);
+			budget--;
+		} else if (c->state == 0 && c->attempts >= 5) {
+			c->state = 3;
+			failed++;
+		}
+	}
+	if (snapshots + failed < n_conns)
+		lws_sul_schedule(context, 0, &pump_sul, pump, 2000);
+}
+
+static void start_timer(lws_sorted_usec_list_t *sul)
+{
+	struct conn *c = (struct conn *)sul;
+	if (c->state == 2 && c->wsi) {
+		c->want_start = 1;
+		lws_callback_on_writable(c->wsi);
+	}
+}
+
+/* Ends the measurement when some connection never got all its ticks. */
+static void watchdog(lws_sorted_usec_list_t *sul)
+{
+	(void)sul;
+	if (reported)
+		return;
+	if (now_us() > t_go_us + (long long)(spread_ms + (n_ticks + deadline_extra_s) * 1000) * 1000)
+		report();
+	else
+		lws_sul_schedule(context, 0, &watchdog_sul, watchdog, 500 * 1000);
+}
+
+static void on_go(void)
+{
+	going = 1;
+	t_go_us = now_us();
+	cpu_go = cpu_seconds();
+	measuring = 0;
+	int sessions = per_session > 0 ? (total + per_session - 1) / per_session : 1;
+	for (int k = 0; k < n_conns; k++) {
+		struct conn *c = &conns[k];
+		if (c->state != 2) {
+			c->done = 1; /* not measured; counted as missed in the report */
+			continue;
+		}
+		measuring++;
+		int g = c->index;
+		int first_of_session = per_session > 0 ? g % per_session == 0 : g == 0;
+		if (!first_of_session)
+			continue;
+		long long delay_us = sessions > 1 ? (long long)session_of(g) * spread_ms * 1000 / sessions : 0;
+		lws_sul_schedule(context, 0, &c->sul, start_timer, delay_us);
+	}
+	done_count = 0;
+	lws_sul_schedule(context, 0, &watchdog_sul, watchdog, 500 * 1000);
+	check_finished();
+}
+
+static void on_frame(struct conn *c, const char *text, size_t len)
+{
+	long long t = now_us();
+	frames_total++;
+	if (going) {
+		frames_window++;
+		bytes_window += (long long)len;
+	}
+	const char *type = KEY(text, len, "\"type\":\"");
+	if (!type)
+		return;
+	size_t rest = len - (size_t)(type - text);
+	if (rest >= 8 && !memcmp(type, "snapshot", 8)) {
+		const char *e = KEY(text, len, "\"endsAt\":");
+		c->ends_at = e && *e != 'n' ? strtoll(e, NULL, 10) : 0;
+		if (!c->got_snapshot) {
+			c->got_snapshot = 1;
+			snapshots++;
+			if (snapshots == 1)
+				t_first_snapshot_us = t;
+			if (snapshots + failed >= n_conns && !t_all_snapshots_us)
+				t_all_snapshots_us = t;
+		}
+		return;
+	}
+	if (rest >= 5 && !memcmp(type, "patch", 5)) {
+		const char *ph = KEY(text, len, "\"phase\":\"");
+		const char *rem = KEY(text, len, "\"remaining\":");
+		const char *ea = KEY(text, len, "\"endsAt\":");
+		if (ea)
+			c->ends_at = *ea == 'n' ? 0 : strtoll(ea, NULL, 10);
+		if (ph) {
+			if (!memcmp(ph, "running", 7) && rem) {
+				int r = atoi(rem);
+				c->last_r = r;
+				c->expect = r - 1;
+			}
+			return;
+		}
+		if (!rem) {
+			viewers_patches++;
+			return;
+		}
+		int r = atoi(rem);
+		if (r <= 0 || !c->ends_at || !going)
+			return;
+		if (r >= c->last_r) {
+			out_of_order++;
+			return;
+		}
+		c->last_r = r;
+		int lowest = seconds - n_ticks; /* measured: r in [lowest, seconds-1] */
+		if (r < lowest) { /* jumped past the measured range */
+			if (c->expect > seconds - 1)
+				c->expect = seconds - 1;
+			if (c->expect >= lowest)
+				missed += c->expect - lowest + 1;
+			c->expect = lowest - 1;
+			mark_done(c);
+			check_finished();
+			return;
+		}
+		if (c->expect > seconds - 1)
+			c->expect = seconds - 1;
+		if (r < c->expect)
+			missed += c->expect - r;
+		c->expect = r - 1;
+		c->ticks++;
+		ticks_in_range++;
+		long long due_us = (c->ends_at - (long long)r * 1000) * 1000;
+		record_lag(t - due_us);
+		int slot = seconds - 1 - r;
+		if (slot >= 0 && slot < MAX_TICKS) {
+			long long lag = t - due_us;
+			if (!tick_count[slot] || lag < tick_min[slot])
+				tick_min[slot] = lag;
+			if (lag > tick_max[slot])
+				tick_max[slot] = lag;
+			tick_count[slot]++;
+			tick_sum[slot] += lag;
+		}
+		if (r == lowest) {
+			mark_done(c);
+			check_finished();
+		}
+		return;
+	}
+	if (rest >= 3 && !memcmp(type, "ack", 3))
+		acks++;
+	else if (rest >= 5 && !memcmp(type, "error", 5))
+		errors_rx++;
+	else
+		other_frames++;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	struct conn *c = user;
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		if (c && c->state == 1) {
+			pending--;
+			c->state = 0;
+			c->wsi = NULL;
+			conn_errors++;
+			if (getenv("LOADCLIENT_DEBUG"))
+				fprintf(stderr, "connect error %d: %s\n", c->index,
+					in ? (const char *)in : "?");
+		}
+		break;
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		if (c) {
+			pending--;
+			c->state = 2;
+			c->last_r = 1 << 30;
+			c->expect = 1 << 30;
+			connected++;
+		}
+		break;
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		if (c && lws_is_first_fragment(wsi) && lws_is_final_fragment(wsi))
+			on_frame(c, in, len);
+		else if (c)
+			other_frames++; /* fragmented: never expected from these servers */
+		break;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		if (c && c->want_start) {
+			unsigned char buf[LWS_PRE + 64];
+			int n = snprintf((char *)buf + LWS_PRE, 64, "{\"op\":\"start\",\"seconds\":%d}",
+					 seconds);
+			c->want_start = 0;
+			if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_TEXT) < n)
+				return -1;
+		}
+		break;
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (c) {
+			if (c->state == 2)
+				closed_after_open++;
+			if (c->state == 2 && !c->got_snapshot)
+				failed++;
+			c->state = 3;
+			c->wsi = NULL;
+			if (going && !c->done) {
+				mark_done(c);
+				check_finished();
+			}
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static const struct lws_protocols protocols[] = {
+	{ "countdown.v1", callback, 0, 0, 0, NULL, 0 },
+	{ NULL, NULL, 0, 0, 0, NULL, 0 }
+};
+
+static void report(void)
+{
+	reported = 1;
+	t_end_us = now_us();
+	double cpu_end = cpu_seconds();
+	long long expected = 0, unreceived = 0;
+	int lowest = seconds - n_ticks;
+	for (int k = 0; k < n_conns; k++) {
+		struct conn *c = &conns[k];
+		expected += n_ticks;
+		/* whatever was not received by the end (closed, failed, or too late) is missed */
+		int top = c->expect > seconds - 1 ? seconds - 1 : c->expect;
+		if (top >= lowest)
+			unreceived += top - lowest + 1;
+	}
+	printf("{\"viewers\":%d,\"offset\":%d,\"per_session\":%d,\"connected\":%d,"
+	       "\"snapshots\":%d,\"connect_errors\":%d,\"failed\":%d,\"closed_after_open\":%d,"
+	       "\"t_first_snapshot_ms\":%.3f,\"t_all_snapshots_ms\":%.3f,"
+	       "\"go_us\":%lld,\"end_us\":%lld,\"window_s\":%.3f,"
+	       "\"frames_total\":%lld,\"frames_window\":%lld,\"bytes_window\":%lld,"
+	       "\"ticks_expected\":%lld,\"ticks_received\":%lld,\"missed\":%lld,"
+	       "\"out_of_order\":%lld,\"viewers_patches\":%lld,\"acks\":%lld,\"errors\":%lld,"
+	       "\"lag_count\":%lld,\"lag_min_us\":%lld,\"lag_max_us\":%lld,"
+	       "\"cpu_connect_s\":%.3f,\"cpu_window_s\":%.3f,\"cpu_total_s\":%.3f,"
+	       "\"rss_kb\":%ld,\"hwm_kb\":%ld,\"hist\":[",
+	       n_conns, offset, per_session, connected, snapshots, conn_errors, failed,
+	       closed_after_open, t_first_snapshot_us ? (t_first_snapshot_us - t_begin_us) / 1e3 : -1.0,
+	       t_all_snapshots_us ? (t_all_snapshots_us - t_begin_us) / 1e3 : -1.0,
+	       t_go_us, t_end_us, going ? (t_end_us - t_go_us) / 1e6 : 0.0,
+	       frames_total, frames_window, bytes_window,
+	       going ? expected : 0, ticks_in_range, going ? missed + unreceived : 0,
+	       out_of_order, viewers_patches, acks, errors_rx,
+	       lag_count, lag_count ? lag_min_us : 0, lag_max_us, cpu_ready,
+	       going ? cpu_end - cpu_go : 0.0, cpu_end, rss_kb("VmRSS:"), rss_kb("VmHWM:"));
+	int first = 1;
+	for (int b = 0; b < HBUCKETS; b++)
+		if (hist[b]) {
+			printf("%s[%lld,%llu]", first ? "" : ",", bucket_lower(b), hist[b]);
+			first = 0;
+		}
+	printf("],\"per_tick\":[");
+	first = 1;
+	for (int k = 0; k < n_ticks && k < MAX_TICKS; k++) {
+		printf("%s[%d,%lld,%lld,%lld,%lld]", first ? "" : ",", seconds - 1 - k, tick_count[k],
+		       tick_min[k], tick_count[k] ? tick_sum[k] / tick_count[k] : 0, tick_max[k]);
+		first = 0;
+	}
+	printf("]}\n");
+	fflush(stdout);
+}
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		go_flag = 1;
+	else
+		stop_flag = 1;
+	if (context)
+		lws_cancel_service(context);
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: loadclient --port P [--host 127.0.0.1] [--viewers N] [--offset K]\n"
+		"  [--total T] [--per-session V] [--prefix NAME] [--seconds S] [--ticks M]\n"
+		"  [--spread-ms MS] [--src-first 2] [--src-last 9] [--max-pending 1000]\n"
+		"  [--no-start] [--deadline-extra S] [--lws-iface]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct lws_context_creation_info info;
+	n_conns = 1000;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
+		if (!strcmp(a, "--no-start"))
+			no_start = 1;
+		else if (!strcmp(a, "--lws-iface"))
+			use_lws_iface = 1;
+
+		else if (!strcmp(a, "--host") && v) { host = v; i++; }
+		else if (!strcmp(a, "--prefix") && v) { prefix = v; i++; }
+		OPT("--port", port)
+		OPT("--viewers", n_conns)
+		OPT("--offset", offset)
+		OPT("--total", total)
+		OPT("--per-session", per_session)
+		OPT("--seconds", seconds)
+		OPT("--ticks", n_ticks)
+		OPT("--spread-ms", spread_ms)
+		OPT("--src-first", src_first)
+		OPT("--src-last", src_last)
+		OPT("--max-pending", max_pending)
+		OPT("--deadline-extra", deadline_extra_s)
+		else
+			usage();
+	}
+	if (!port || n_conns < 1 || n_ticks < 1 || n_ticks >= seconds || src_last < src_first ||
+	    src_last - src_first >= 255)
+		usage();
+	if (!total)
+		total = offset + n_conns;
+	for (int k = 0; k <= src_last - src_first; k++)
+		snprintf(ifaces[k], sizeof(ifaces[k]), "127.0.0.%d", src_first + k);
+
+	conns = calloc((size_t)n_conns, sizeof(*conns));
+	paths = calloc((size_t)n_conns, sizeof(*paths));
+	for (int k = 0; k < n_conns; k++) {
+		conns[k].index = offset + k;
+		snprintf(paths[k], sizeof(paths[k]), "/ws/%s-%d", prefix, session_of(offset + k));
+	}
+
+	lws_set_log_level(getenv("LOADCLIENT_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR, NULL);
+	memset(&info, 0, sizeof(info));
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = protocols;
+	info.timeout_secs = 30;
+	/* No client-side validity timers: lws keeps them in one sorted list, and
+	 * inserting 10k of them costs O(n^2). The servers ping; lws answers. */
+	info.retry_and_idle_policy = &no_validity;
+	context = lws_create_context(&info);
+	if (!context) {
+		fprintf(stderr, "loadclient: no context\n");
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGUSR1, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	t_begin_us = now_us();
+	pump(NULL);
+	while (!stop_flag) {
+		if (lws_service(context, 0) < 0)
+			break;
+		if (!ready_reported && snapshots + failed >= n_conns) {
+			ready_reported = 1;
+			cpu_ready = cpu_seconds();
+			fprintf(stderr, "@ready {\"connected\":%d,\"snapshots\":%d,\"failed\":%d,"
+				"\"t_all_snapshots_ms\":%.3f}\n", connected, snapshots, failed,
+				(t_all_snapshots_us - t_begin_us) / 1e3);
+			fflush(stderr);
+			if (no_start) {
+				report();
+				break;
+			}
+		}
+		if (go_flag && !going && ready_reported)
+			on_go();
+	}
+	/* The kernel closes the sockets; tearing down 19k wsis buys nothing here. */
+	_exit(0);
+}
