@@ -75,9 +75,6 @@ func countdownCallback(
 ) -> Int32 {
   guard let wsi else { return 0 }
   switch reason {
-  case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-    return confirmUpgrade(wsi)
-
   case LWS_CALLBACK_ESTABLISHED:
     let server = server(of: wsi)
     let request = request(of: wsi)
