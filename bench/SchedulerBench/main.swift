@@ -35,7 +35,9 @@ func monotonicNs() -> UInt64 {
 func mallocBytes() -> Int? {
   #if arch(x86_64)
     typealias MallInfo2 = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallinfo2") else { return nil }
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallinfo2") else {
+      return nil
+    }
     let call = unsafeBitCast(symbol, to: MallInfo2.self)
     var words = [Int](repeating: 0, count: 10)
     words.withUnsafeMutableBytes { _ = call($0.baseAddress!) }
@@ -146,7 +148,8 @@ func benchHub(_ n: Int, seconds: Int) -> Result {
   return Result(
     sessions: n, hubNsPerTick: Double(elapsed) / Double(max(ticks, 1)), hubTicks: ticks,
     heapNsPerTick: heap.nsPerTick, heapTicks: heap.ticks,
-    bytesPerSession: m0.flatMap { a in m1.map { Double($0 - a) / Double(n) } } ?? Double(r1 - r0) / Double(n), rssPerSession: Double(r1 - r0) / Double(n),
+    bytesPerSession: m0.flatMap { a in m1.map { Double($0 - a) / Double(n) } } ?? Double(r1 - r0)
+      / Double(n), rssPerSession: Double(r1 - r0) / Double(n),
     heapBytesPerSession: heap.bytesPerKey, buildNsPerSession: Double(built) / Double(n))
 }
 
@@ -176,7 +179,7 @@ print(
 
 for n in sizes {
   let r = benchHub(n, seconds: seconds)
-  func f(_ x: Double) -> String { String(Int((x * 10).rounded())) .withDecimal }
+  func f(_ x: Double) -> String { String(Int((x * 10).rounded())).withDecimal }
   print(
     """
     {"sessions":\(r.sessions),"hub_ns_per_tick":\(f(r.hubNsPerTick)),"hub_ticks":\(r.hubTicks),\

@@ -33,7 +33,8 @@ private func checkFrame(_ frame: [UInt8], _ context: String) {
     value = try JSONParser.parse(frame, maxDepth: 64)
   } catch {
     fatalError(
-      "\(context): the server wrote invalid JSON (\(error)): \(String(decoding: frame, as: UTF8.self))")
+      "\(context): the server wrote invalid JSON (\(error)): \(String(decoding: frame, as: UTF8.self))"
+    )
   }
   guard case .object(let fields) = value, case .string(let type)? = fields["type"] else {
     fatalError("\(context): frame without a string type: \(String(decoding: frame, as: UTF8.self))")
