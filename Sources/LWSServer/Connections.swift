@@ -149,7 +149,9 @@ extension CountdownServer {
     for slot in sockets.indices {
       guard let wsi = sockets[slot] else { continue }
       let silent = now - lastHeard[slot]
-      if silent >= hangUpAfter
+      // Hang up only after a ping went unanswered: a sweep that comes late
+      // could otherwise skip the ping window and close a live connection.
+      if (silent >= hangUpAfter && pingedAt[slot] != 0)
         || (waitingSince[slot] != 0 && now - waitingSince[slot] >= stuckAfter)
       {
         close.append(wsi)
