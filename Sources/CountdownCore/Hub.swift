@@ -192,25 +192,17 @@ public final class Hub {
     case .ping(let t):
       reply(.pong(t: t), to: connection)
       return .handled
-    case .start, .cancel:
-      guard viewer.isController else {
-        let error = CommandError(.forbidden, Self.explain(.forbidden), id: message.id)
-        reply(.frame(WireCodec.error(error)), to: connection)
-        return .handled
-      }
-    }
-    switch message.command {
+    case _ where !viewer.isController:
+      replyError(.forbidden, id: message.id, to: connection)
+      return .handled
     case .start(let seconds, let finishedLabel):
       action = sessions[Int(handle)]!.machine.start(
         seconds: seconds ?? config.session.defaultSeconds, finishedLabel: finishedLabel, now: now)
     case .cancel:
       action = sessions[Int(handle)]!.machine.cancel(now: now)
-    case .ping:
-      return .handled
     }
     if case .reject(let code) = action {
-      let error = CommandError(code, Self.explain(code), id: message.id)
-      reply(.frame(WireCodec.error(error)), to: connection)
+      replyError(code, id: message.id, to: connection)
       return .handled
     }
     apply(action, to: handle)
@@ -337,6 +329,15 @@ public final class Hub {
     case .rateLimited: "too many commands"
     case .tooManySessions: "the server has as many sessions as it allows"
     }
+  }
+
+  /// The error a refused join is sent before its connection closes with 1013.
+  public func refusalFrame(_ code: ErrorCode) -> [UInt8] {
+    WireCodec.error(CommandError(code, Self.explain(code)))
+  }
+
+  private func replyError(_ code: ErrorCode, id: CommandID?, to connection: ConnectionID) {
+    reply(.frame(WireCodec.error(CommandError(code, Self.explain(code), id: id))), to: connection)
   }
 
   private func reply(_ reply: Reply, to connection: ConnectionID) {

@@ -64,8 +64,6 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let viewers = FieldSet(rawValue: 1 << 7)
 
   public static let all: FieldSet = FieldSet(rawValue: 0xFF)
-  /// Each single field, in wire order.
-  static let each: [FieldSet] = (0..<8).map { FieldSet(rawValue: 1 << $0) }
 }
 
 /// An RFC 7396 merge patch over a flat state: the changed fields, with their new values.

@@ -162,11 +162,6 @@ public enum WireCodec {
     return writer.bytes
   }
 
-  /// The error a refused join gets before its connection closes.
-  public static func refusal(_ code: ErrorCode, message: String) -> [UInt8] {
-    error(CommandError(code, message))
-  }
-
   /// `{"type":"patch",...}`: only `patch.fields`, as an RFC 7396 merge patch.
   public static func patch(_ patch: Patch) -> [UInt8] {
     var bytes: [UInt8] = []

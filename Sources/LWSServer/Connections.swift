@@ -88,14 +88,16 @@ extension CountdownServer {
   func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
     waitingSince[Int(id)] = 0
     if stopping { return .close(code: 1001, reason: "server shutting down") }
+    // One frame per callback: a ping owed by the keepalive sweep goes first.
     if pingDue[Int(id)] {
       pingDue[Int(id)] = false
       guard writePing(wsi) else { return .fail }
-      if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
-      return .keepOpen
+    } else {
+      guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else {
+        return .keepOpen
+      }
+      guard write(frame, to: wsi, binary: false) else { return .fail }
     }
-    guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else { return .keepOpen }
-    guard write(frame, to: wsi, binary: false) else { return .fail }
     if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
     return .keepOpen
   }
@@ -103,8 +105,7 @@ extension CountdownServer {
   /// A refused join: its one error frame, then close 1013 (try again later).
   func writableRefused(_ wsi: OpaquePointer) -> WriteOutcome {
     guard let (_, code) = refusals[wsi] else { return .fail }
-    let frame = WireCodec.refusal(code, message: "the server has as many sessions as it allows")
-    guard write(frame, to: wsi, binary: false) else { return .fail }
+    guard write(hub.refusalFrame(code), to: wsi, binary: false) else { return .fail }
     return .close(code: 1013, reason: "try again later")
   }
 
