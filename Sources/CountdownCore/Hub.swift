@@ -33,19 +33,25 @@ public protocol HubObserver: AnyObject {
 ///
 /// Not thread-safe: the one service thread owns it.
 public final class Hub {
+  /// Kept small, since a server may hold a million: what only some sessions
+  /// need (controller keys, merged catch-up frames) lives in side tables, and
+  /// a session nobody watches holds no buffers.
   private struct Session {
     let id: String
     var machine: SessionStateMachine
     var viewers: [ConnectionID] = []
     /// The latest patch, encoded once (when first needed) for every viewer
-    /// one seq behind; `patchFrameSeq` says which seq it is.
+    /// one seq behind; valid while `patchFrameFresh`.
     var patchFrame: [UInt8] = []
-    var patchFrameSeq: UInt64 = 0
-    /// One merged catch-up frame, shared by every viewer at the same old seq.
-    var merged: (from: UInt64, to: UInt64, frame: [UInt8])?
+    var patchFrameFresh = false
     var dirty = false
-    /// Set in `--control key` mode; never logged.
-    var controllerKey: String?
+  }
+
+  /// One merged catch-up frame, shared by every viewer of a session at the same old seq.
+  private struct MergedFrame {
+    var from: UInt64
+    var to: UInt64
+    var frame: [UInt8]
   }
 
   private struct Connection {
@@ -75,7 +81,12 @@ public final class Hub {
   public let epoch: String
   public var observer: (any HubObserver)?
 
+  private let sessionConfig: SessionConfig.Shared
   private var sessions: [Session?] = []
+  /// By session handle; filled only in `--control key` mode. Never logged.
+  private var controllerKeys: [ControllerKey] = []
+  /// By session handle, for sessions with a lagging viewer.
+  private var mergedFrames: [Int32: MergedFrame] = [:]
   private var freeSessions: [Int32] = []
   private var sessionIndex: [String: Int32] = [:]
   private var connections: [Connection?] = []
@@ -90,12 +101,13 @@ public final class Hub {
   public init(config: HubConfig, epoch: String = Hub.randomEpoch()) {
     self.config = config
     self.epoch = epoch
+    self.sessionConfig = SessionConfig.Shared(config.session)
   }
 
   /// 64 random bits as hex: unique per process start without a clock's help.
   public static func randomEpoch() -> String {
     var generator = SystemRandomNumberGenerator()
-    return ControllerKey.hex(generator.next())
+    return ControllerKey.hex(generator.next() as UInt64)
   }
 
   /// When `advance(now:)` is next needed, if ever.
@@ -128,8 +140,7 @@ public final class Hub {
       isController = true
     case .key:
       // The first viewer of a new session becomes its controller.
-      let expected = sessions[Int(handle)]!.controllerKey!
-      isController = created || key.map { ControllerKey.matches($0, expected) } == true
+      isController = created || key.map { controllerKeys[Int(handle)].matches($0) } == true
     }
     let connection = allocate(
       Connection(
@@ -158,6 +169,13 @@ public final class Hub {
     freeConnections.append(connection)
     connectionCount -= 1
     let count = sessions[Int(handle)]!.viewers.count
+    if count == 0 {
+      // Nobody left to send to: give the buffers back until someone returns.
+      sessions[Int(handle)]!.viewers = []
+      sessions[Int(handle)]!.patchFrame = []
+      sessions[Int(handle)]!.patchFrameFresh = false
+      mergedFrames[handle] = nil
+    }
     apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
   }
 
@@ -255,7 +273,7 @@ public final class Hub {
     // viewer shares is returned without copying its bytes.
     if connections[slot]!.sentSeq &+ 1 == seq && !connections[slot]!.needsSnapshot {
       connections[slot]!.sentSeq = seq
-      if sessions[handle]!.patchFrameSeq != seq { encodeLatestPatch(handle) }
+      if !sessions[handle]!.patchFrameFresh { encodeLatestPatch(handle) }
       return sessions[handle]!.patchFrame
     }
     return catchUpFrame(slot, handle: handle, now: now)
@@ -269,7 +287,7 @@ public final class Hub {
       seq: machine.seq, fields: machine.changes(since: machine.seq - 1), state: machine.published)
     sessions[handle]!.patchFrame.removeAll(keepingCapacity: true)
     WireCodec.appendPatch(patch, to: &sessions[handle]!.patchFrame)
-    sessions[handle]!.patchFrameSeq = machine.seq
+    sessions[handle]!.patchFrameFresh = true
   }
 
   /// Everything but the hot path: the snapshot, a merged patch for a viewer
@@ -284,7 +302,7 @@ public final class Hub {
         case .open: nil
         case .key:
           connections[slot]!.isController
-            ? .controller(key: sessions[handle]!.controllerKey!) : .viewer
+            ? .controller(key: controllerKeys[handle].hex) : .viewer
         }
       return WireCodec.snapshot(
         session: sessions[handle]!.id, epoch: epoch, seq: machine.seq, serverTime: now,
@@ -293,12 +311,13 @@ public final class Hub {
     let from = connections[slot]!.sentSeq
     if from < machine.seq {
       connections[slot]!.sentSeq = machine.seq
-      if let merged = sessions[handle]!.merged, merged.from == from, merged.to == machine.seq {
+      let key = Int32(handle)
+      if let merged = mergedFrames[key], merged.from == from, merged.to == machine.seq {
         return merged.frame
       }
       let frame = WireCodec.patch(
         Patch(seq: machine.seq, fields: machine.changes(since: from), state: machine.published))
-      sessions[handle]!.merged = (from, machine.seq, frame)
+      mergedFrames[key] = MergedFrame(from: from, to: machine.seq, frame: frame)
       return frame
     }
     guard !connections[slot]!.replies.isEmpty else { return nil }
@@ -353,6 +372,7 @@ public final class Hub {
         sessions[Int(handle)]!.dirty = true
         dirtySessions.append(handle)
       }
+      sessions[Int(handle)]!.patchFrameFresh = false
       heap.set(handle, to: next)
       observer?.hub(published: patch, session: sessions[Int(handle)]!.id)
     case .schedule(let next):
@@ -366,10 +386,16 @@ public final class Hub {
 
   private func createSession(_ id: String, now: Int64) -> Int32 {
     let handle = allocate(
-      Session(
-        id: id, machine: SessionStateMachine(config: config.session, now: now),
-        controllerKey: config.control == .key ? ControllerKey.generate() : nil),
+      Session(id: id, machine: SessionStateMachine(config: sessionConfig, now: now)),
       in: &sessions, free: &freeSessions)
+    if config.control == .key {
+      let key = ControllerKey.generate()
+      if Int(handle) < controllerKeys.count {
+        controllerKeys[Int(handle)] = key
+      } else {
+        controllerKeys.append(key)
+      }
+    }
     sessionIndex[id] = handle
     sessionCount += 1
     return handle
@@ -380,6 +406,7 @@ public final class Hub {
     heap.set(handle, to: nil)
     sessionIndex[session.id] = nil
     sessions[Int(handle)] = nil
+    mergedFrames[handle] = nil
     freeSessions.append(handle)
     sessionCount -= 1
     observer?.hub(forgot: session.id)

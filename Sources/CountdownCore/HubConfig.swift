@@ -59,22 +59,30 @@ struct TokenBucket: Sendable {
   }
 }
 
-/// Controller keys: 128 random bits from the system CSPRNG, compared in constant time.
-public enum ControllerKey {
-  public static func generate() -> String {
+/// A controller key: 128 random bits from the system CSPRNG, held as bits (16
+/// bytes, no allocation) and shown as 32 hex digits. Compared in constant time.
+public struct ControllerKey: Equatable, Sendable {
+  private let bits: UInt128
+
+  public init(bits: UInt128) { self.bits = bits }
+
+  public static func generate() -> ControllerKey {
     var generator = SystemRandomNumberGenerator()
-    return (0..<2).map { _ in hex(generator.next() as UInt64) }.joined()
+    return ControllerKey(bits: generator.next())
   }
 
-  static func hex(_ value: UInt64) -> String {
+  /// The key as clients see it: 32 lowercase hex digits.
+  public var hex: String { Self.hex(bits) }
+
+  static func hex<T: FixedWidthInteger & UnsignedInteger>(_ value: T) -> String {
     let digits = String(value, radix: 16)
-    return String(repeating: "0", count: 16 - digits.count) + digits
+    return String(repeating: "0", count: T.bitWidth / 4 - digits.count) + digits
   }
 
-  /// True when the two keys are equal; the time taken depends only on their lengths.
-  public static func matches(_ offered: String, _ expected: String) -> Bool {
+  /// True when `offered` is this key's hex form; the time taken depends only on its length.
+  public func matches(_ offered: String) -> Bool {
     let a = Array(offered.utf8)
-    let b = Array(expected.utf8)
+    let b = Array(hex.utf8)
     var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
     for index in 0..<b.count {
       difference |= (index < a.count ? a[index] : 0) ^ b[index]

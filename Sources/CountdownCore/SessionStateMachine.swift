@@ -25,6 +25,13 @@ public struct SessionConfig: Equatable, Sendable {
     self.viewerPatchIntervalMs = viewerPatchIntervalMs
     self.idleExpiryMs = idleExpiryMs
   }
+
+  /// One immutable copy that every state machine of a hub points at, so a
+  /// million sessions do not carry a million copies of the labels.
+  public final class Shared: Sendable {
+    public let value: SessionConfig
+    public init(_ value: SessionConfig) { self.value = value }
+  }
 }
 
 /// One countdown session, as a value: the seed's `showIndicator`/`hideIndicator`
@@ -33,6 +40,10 @@ public struct SessionConfig: Equatable, Sendable {
 /// Each event is one `mutating func` taking the current time, so a whole
 /// countdown runs in a test without waiting. The caller acts on the returned
 /// `Action` and calls `advance(now:)` at (or after) the deadline it names.
+///
+/// A server may hold a million of these, so the stored form is compact (about
+/// 90 bytes): the published state is derived on demand from the phase, three
+/// 32-bit counts and the run's own finished label, never stored as strings.
 public struct SessionStateMachine: Sendable {
   /// What the owner of a session must do after an event.
   public enum Action: Equatable, Sendable {
@@ -46,32 +57,41 @@ public struct SessionStateMachine: Sendable {
     case expire
   }
 
+  /// A start's own finished label, when it named one, travels with the run.
   private enum State: Sendable {
     case idle
-    case running(endsAt: Int64, finishedLabel: String)
-    case finished
+    case running(endsAt: Int64, finishedLabel: String?)
+    case finished(label: String?)
   }
 
-  private let config: SessionConfig
+  /// How many recent patches' field sets are kept to merge a lagging viewer's
+  /// patches exactly; a viewer further behind is sent every field.
+  public static let mergeWindow = 8
+
+  private let config: SessionConfig.Shared
   private var state: State = .idle
-  /// The state every viewer has been (or is being) sent, at `seq`.
-  public private(set) var published: CountdownState
   public private(set) var seq: UInt64 = 0
-  /// The seq at which each field last changed, by bit position, so a lagging
-  /// viewer's many patches can be merged into one.
-  private var fieldSeq = InlineArray<8, UInt64>(repeating: 0)
-  /// Open connections now; `published.viewers` trails it by the merge interval.
-  private var liveViewers = 0
+  /// The fields of patch `s` at slot `s % mergeWindow`.
+  private var recentFields = InlineArray<8, FieldSet>(repeating: [])
+  /// What viewers were last told; the label is derived from these and `state`.
+  private var remaining: Int32 = 0
+  private var duration: Int32 = 0
+  private var publishedViewers: Int32 = 0
+  /// Open connections now; `publishedViewers` trails it by the merge interval.
+  private var liveViewers: Int32 = 0
   private var lastViewerPatchAt = Int64.min / 2
   /// When the session last became idle-or-finished with no viewers.
   private var quietSince: Int64
 
-  public init(config: SessionConfig, now: Int64) {
+  /// A machine that points at a hub's shared settings.
+  public init(config: SessionConfig.Shared, now: Int64) {
     self.config = config
     self.quietSince = now
-    self.published = CountdownState(
-      phase: .idle, spinner: false, enabled: true, label: config.idleLabel, remaining: 0,
-      duration: 0, endsAt: nil, viewers: 0)
+  }
+
+  /// A machine with settings of its own (tests and one-off use).
+  public init(config: SessionConfig, now: Int64) {
+    self.init(config: SessionConfig.Shared(config), now: now)
   }
 
   public var isRunning: Bool {
@@ -79,81 +99,102 @@ public struct SessionStateMachine: Sendable {
     return false
   }
 
+  /// The state every viewer has been (or is being) sent, at `seq`.
+  public var published: CountdownState {
+    let settings = config.value
+    switch state {
+    case .idle:
+      return settled(.idle, label: settings.idleLabel)
+    case .running(let endsAt, _):
+      return CountdownState(
+        phase: .running, spinner: true, enabled: false, label: String(remaining),
+        remaining: Int(remaining), duration: Int(duration), endsAt: endsAt,
+        viewers: Int(publishedViewers))
+    case .finished(let label):
+      return settled(.finished, label: label ?? settings.finishedLabel)
+    }
+  }
+
+  /// The seed's `hideIndicator`: spinner off, button back.
+  private func settled(_ phase: Phase, label: String) -> CountdownState {
+    CountdownState(
+      phase: phase, spinner: false, enabled: true, label: label, remaining: 0,
+      duration: Int(duration), endsAt: nil, viewers: Int(publishedViewers))
+  }
+
   /// Someone pressed Start.
   public mutating func start(seconds: Int, finishedLabel: String?, now: Int64) -> Action {
     guard !isRunning else { return .reject(.busy) }
     guard SessionConfig.secondsRange.contains(seconds) else { return .reject(.badRequest) }
-    let endsAt = now + Int64(seconds) * 1000
-    state = .running(endsAt: endsAt, finishedLabel: finishedLabel ?? config.finishedLabel)
-    var next = published
-    next.phase = .running
-    next.spinner = true
-    next.enabled = false
-    next.remaining = seconds
-    next.label = String(seconds)
-    next.duration = seconds
-    next.endsAt = endsAt
-    next.viewers = liveViewers
-    return publishing(next, now: now)
+    let before = published
+    state = .running(endsAt: now + Int64(seconds) * 1000, finishedLabel: finishedLabel)
+    remaining = Int32(seconds)
+    duration = Int32(seconds)
+    publishedViewers = liveViewers
+    return publishing(from: before, now: now)
   }
 
   /// Someone pressed Cancel.
   public mutating func cancel(now: Int64) -> Action {
     guard isRunning else { return .reject(.notRunning) }
+    let before = published
     state = .idle
-    var next = published
-    next.phase = .idle
-    next.label = config.idleLabel
-    stopRunning(&next, now: now)
-    return publishing(next, now: now)
+    stopRunning(now: now)
+    return publishing(from: before, now: now)
   }
 
   /// The number of open connections changed.
   public mutating func viewersChanged(to count: Int, now: Int64) -> Action {
-    liveViewers = count
+    liveViewers = Int32(clamping: count)
     if count == 0 && !isRunning { quietSince = now }
-    guard count != published.viewers, viewerPatchAllowed(now: now) else {
+    guard liveViewers != publishedViewers, viewerPatchAllowed(now: now) else {
       return .schedule(next: nextDeadline)
     }
-    var next = published
-    next.viewers = count
-    return publishing(next, now: now)
+    let before = published
+    publishedViewers = liveViewers
+    return publishing(from: before, now: now)
   }
 
   /// Time passed: tick, finish, flush a merged viewer count, or expire.
   public mutating func advance(now: Int64) -> Action {
-    var next = published
+    let before = published
+    var changed = false
     if case .running(let endsAt, let finishedLabel) = state {
       let left = endsAt - now
       if left <= 0 {
-        state = .finished
-        next.phase = .finished
-        next.label = finishedLabel
-        stopRunning(&next, now: now)
+        state = .finished(label: finishedLabel)
+        stopRunning(now: now)
+        changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
-        let remaining = Int((left + 999) / 1000)
-        next.remaining = remaining
-        next.label = String(remaining)
+        let next = Int32((left + 999) / 1000)
+        changed = next != remaining
+        remaining = next
       }
     }
-    if next != published || viewerPatchAllowed(now: now) {
-      next.viewers = liveViewers
+    if changed || viewerPatchAllowed(now: now) {
+      publishedViewers = liveViewers
     }
-    if next != published {
-      return publishing(next, now: now)
+    if changed || publishedViewers != before.viewers {
+      return publishing(from: before, now: now)
     }
-    if !isRunning && liveViewers == 0 && now >= quietSince + config.idleExpiryMs {
+    if !isRunning && liveViewers == 0 && now >= quietSince + config.value.idleExpiryMs {
       return .expire
     }
     return .schedule(next: nextDeadline)
   }
 
-  /// The fields that changed after `seq`: one patch that brings a viewer from there to now.
+  /// The fields that changed after `seq`: one patch that brings a viewer from
+  /// there to now. Exact within `mergeWindow` patches; beyond, every field,
+  /// which brings a viewer to the same state.
   public func changes(since seq: UInt64) -> FieldSet {
+    guard seq < self.seq else { return [] }
+    guard self.seq - seq <= UInt64(Self.mergeWindow) else { return .all }
     var set: FieldSet = []
-    for bit in 0..<8 where fieldSeq[bit] > seq {
-      set.insert(FieldSet(rawValue: 1 << bit))
+    var next = seq + 1
+    while next <= self.seq {
+      set.formUnion(recentFields[Int(next % UInt64(Self.mergeWindow))])
+      next += 1
     }
     return set
   }
@@ -164,40 +205,35 @@ public struct SessionStateMachine: Sendable {
     func consider(_ time: Int64) { deadline = min(deadline ?? time, time) }
     if case .running(let endsAt, _) = state {
       // The patch for remaining = r is due at endsAt − r s.
-      consider(endsAt - Int64(published.remaining - 1) * 1000)
+      consider(endsAt - Int64(remaining - 1) * 1000)
     }
-    if liveViewers != published.viewers {
-      consider(lastViewerPatchAt + config.viewerPatchIntervalMs)
+    if liveViewers != publishedViewers {
+      consider(lastViewerPatchAt + config.value.viewerPatchIntervalMs)
     }
     if !isRunning && liveViewers == 0 {
-      consider(quietSince + config.idleExpiryMs)
+      consider(quietSince + config.value.idleExpiryMs)
     }
     return deadline
   }
 
   private func viewerPatchAllowed(now: Int64) -> Bool {
-    now >= lastViewerPatchAt + config.viewerPatchIntervalMs
+    now >= lastViewerPatchAt + config.value.viewerPatchIntervalMs
   }
 
-  /// The seed's `hideIndicator`: spinner off, button back.
-  private mutating func stopRunning(_ next: inout CountdownState, now: Int64) {
-    next.spinner = false
-    next.enabled = true
-    next.remaining = 0
-    next.endsAt = nil
-    next.viewers = liveViewers
+  private mutating func stopRunning(now: Int64) {
+    remaining = 0
+    publishedViewers = liveViewers
     if liveViewers == 0 { quietSince = now }
   }
 
-  private mutating func publishing(_ next: CountdownState, now: Int64) -> Action {
-    let fields = next.changes(from: published)
+  /// Numbers and records the change from `before` to the state now, if any.
+  private mutating func publishing(from before: CountdownState, now: Int64) -> Action {
+    let after = published
+    let fields = after.changes(from: before)
     guard !fields.isEmpty else { return .schedule(next: nextDeadline) }
     seq += 1
-    for bit in 0..<8 where fields.contains(FieldSet(rawValue: 1 << bit)) {
-      fieldSeq[bit] = seq
-    }
+    recentFields[Int(seq % UInt64(Self.mergeWindow))] = fields
     if fields.contains(.viewers) { lastViewerPatchAt = now }
-    published = next
-    return .broadcast(Patch(seq: seq, fields: fields, state: next), next: nextDeadline)
+    return .broadcast(Patch(seq: seq, fields: fields, state: after), next: nextDeadline)
   }
 }

@@ -97,25 +97,50 @@ struct FakeViewer {
     #expect(late.state["label"] as? String == "3")
   }
 
-  /// A viewer that reads nothing for many ticks gets one merged patch that yields the true state.
-  @Test func slowViewerGetsOneMergedPatch() {
+  /// Two viewers of one countdown of `seconds`; the fast one reads every one of
+  /// `ticks` ticks, the slow one nothing until the end. Returns both, and the
+  /// patches the slow one then received.
+  private func lagging(seconds: Int, ticks: Int) -> (
+    fast: FakeViewer, slow: FakeViewer, patches: [[String: Any]]
+  ) {
     let hub = Hub(config: HubConfig())
     var fast = FakeViewer(id: hub.join("s", now: t0))
     var slow = FakeViewer(id: hub.join("s", now: t0))
     fast.read(from: hub, now: t0)
     slow.read(from: hub, now: t0)
-    hub.receive(start(10), from: fast.id, now: t0)
-    for second in 1...7 {
+    hub.receive(start(seconds), from: fast.id, now: t0)
+    for second in 1...ticks {
       hub.advance(now: t0 + Int64(second) * 1000)
       fast.read(from: hub, now: t0 + Int64(second) * 1000)
     }
     let before = slow.messages.count
-    slow.read(from: hub, now: t0 + 7000)
-    let received = slow.messages[before...].filter { $0["type"] as? String == "patch" }
-    #expect(received.count == 1)
+    slow.read(from: hub, now: t0 + Int64(ticks) * 1000)
+    let patches = slow.messages[before...].filter { $0["type"] as? String == "patch" }
+    return (fast, slow, Array(patches))
+  }
+
+  /// A viewer that reads nothing for many ticks gets one merged patch that yields the true state.
+  @Test func slowViewerGetsOneMergedPatch() {
+    let (fast, slow, patches) = lagging(seconds: 10, ticks: 7)
+    #expect(patches.count == 1)
     #expect(slow.seq == fast.seq)
     #expect(slow.normalized == fast.normalized)
     #expect(slow.state["remaining"] as? Int == 3)
+  }
+
+  /// A viewer further behind than the merge window gets one patch of every field, still the true state.
+  @Test func viewerBeyondMergeWindowGetsWholeState() {
+    let ticks = SessionStateMachine.mergeWindow + 4
+    let (fast, slow, patches) = lagging(seconds: 30, ticks: ticks)
+    #expect(patches.count == 1)
+    let fields = (patches.first?["patch"] as? [String: Any]).map { Set($0.keys) }
+    #expect(
+      fields == [
+        "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers",
+      ])
+    #expect(slow.seq == fast.seq)
+    #expect(slow.normalized == fast.normalized)
+    #expect(slow.state["remaining"] as? Int == 30 - ticks)
   }
 
   /// The patch a command causes reaches its sender before the ack naming its seq.

@@ -99,10 +99,13 @@ import Testing
     let a = ControllerKey.generate()
     let b = ControllerKey.generate()
     #expect(a != b)
-    #expect(ControllerKey.matches(a, a))
-    #expect(!ControllerKey.matches(b, a))
-    #expect(!ControllerKey.matches(String(a.dropLast()), a))
-    #expect(!ControllerKey.matches(a + "0", a))
-    #expect(!ControllerKey.matches("", a))
+    #expect(a.hex.count == 32)
+    #expect(a.hex.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+    #expect(a.matches(a.hex))
+    #expect(!a.matches(b.hex))
+    #expect(!a.matches(String(a.hex.dropLast())))
+    #expect(!a.matches(a.hex + "0"))
+    #expect(!a.matches(""))
+    #expect(ControllerKey(bits: 0xAB).hex == String(repeating: "0", count: 30) + "ab")
   }
 }

@@ -197,6 +197,34 @@ func broadcastPatch(
     #expect(machine.changes(since: 4) == [])
   }
 
+  /// Within the merge window a catch-up names only what changed; beyond it, every field.
+  @Test func changesSinceBeyondTheWindowIsEveryField() {
+    var machine = SessionStateMachine(config: config, now: t0)
+    _ = machine.start(seconds: 60, finishedLabel: nil, now: t0)  // seq 1
+    let ticks = SessionStateMachine.mergeWindow + 2
+    for second in 1...ticks { _ = machine.advance(now: t0 + Int64(second) * 1000) }
+    let last = machine.seq
+    #expect(
+      machine.changes(since: last - UInt64(SessionStateMachine.mergeWindow)) == [
+        .label, .remaining,
+      ])
+    #expect(machine.changes(since: last - UInt64(SessionStateMachine.mergeWindow) - 1) == .all)
+  }
+
+  /// A start's own finished label that equals the last tick's label is not re-sent.
+  @Test func finishedLabelEqualToLastTickIsNotAChange() {
+    var machine = SessionStateMachine(config: config, now: t0)
+    _ = machine.start(seconds: 2, finishedLabel: "1", now: t0)
+    _ = machine.advance(now: t0 + 1000)
+    let finish = broadcastPatch(machine.advance(now: t0 + 2000))
+    #expect(finish?.fields == [.phase, .spinner, .enabled, .remaining, .endsAt])
+    #expect(finish?.state.label == "1")
+    #expect(machine.published.label == "1")
+    // The next run without a label of its own finishes with the default again.
+    _ = machine.start(seconds: 1, finishedLabel: nil, now: t0 + 3000)
+    #expect(broadcastPatch(machine.advance(now: t0 + 4000))?.state.label == "Countdown finished")
+  }
+
   /// A 10-minute countdown still ends exactly at its deadline, however many ticks it took.
   @Test func longCountdownEndsOnTime() {
     var machine = SessionStateMachine(config: config, now: t0)
