@@ -79,7 +79,9 @@ import Testing
     #expect(key.count == 32)
     #expect(creator.messages.first?["role"] as? String == "controller")
 
-    var stranger = FakeViewer(id: hub.join("s", key: "0" + key.dropFirst(), now: t0))
+    // One digit off (a key that starts with "0" must not be "guessed" by the test itself).
+    let wrong = (key.first == "0" ? "1" : "0") + key.dropFirst()
+    var stranger = FakeViewer(id: hub.join("s", key: wrong, now: t0))
     var holder = FakeViewer(id: hub.join("s", key: key, now: t0))
     stranger.read(from: hub, now: t0)
     holder.read(from: hub, now: t0)
