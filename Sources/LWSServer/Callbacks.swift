@@ -45,7 +45,8 @@ private func urlArgument(_ wsi: OpaquePointer, _ name: String) -> String? {
 private func peerAddress(_ wsi: OpaquePointer) -> String {
   var buffer = [CChar](repeating: 0, count: 64)
   guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "?" }
-  return String(cString: buffer)
+  let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+  return String(decoding: bytes, as: UTF8.self)
 }
 
 private func request(of wsi: OpaquePointer) -> UpgradeRequest {
