@@ -72,6 +72,9 @@ public final class Hub {
     case pong(t: String)
   }
 
+  /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
+  public static let sessionSlotBytes = MemoryLayout<Session?>.stride
+
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
 

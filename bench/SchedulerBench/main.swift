@@ -168,10 +168,11 @@ while let flag = arguments.popFirst() {
   }
 }
 
-// The inline sizes behind bytes_per_session (Hub.Session itself is private).
+// The inline sizes behind bytes_per_session.
 print(
   """
   {"layout":{"SessionStateMachine":\(MemoryLayout<SessionStateMachine>.stride),\
+  "HubSessionSlot":\(Hub.sessionSlotBytes),\
   "SessionConfig":\(MemoryLayout<SessionConfig>.stride),\
   "CountdownState":\(MemoryLayout<CountdownState>.stride),\
   "Patch":\(MemoryLayout<Patch>.stride)}}
