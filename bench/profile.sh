@@ -3,6 +3,7 @@
 #
 #   bench/profile.sh [VIEWERS_PERF] [VIEWERS_CALLGRIND]      # defaults 10000 and 1000
 #   MODE=perf bench/profile.sh 19000                         # perf only
+#   TARGET=floor MODE=perf bench/profile.sh 19000            # the C floor, same procedure
 #
 # 1. perf: VIEWERS_PERF viewers on one session, a long countdown; `perf record -g`
 #    on the server for 6 s of ticks; flat and caller reports.
@@ -20,11 +21,17 @@ SERVER=${SERVER:-.build/release/countdown-server}
 CLIENT=${CLIENT:-.build/bench-c/loadclient}
 OUT=${OUT:-/tmp/countdown-profile}
 MODE=${MODE:-both}   # perf, callgrind or both
+TARGET=${TARGET:-server}   # server, or floor (bench/floor.c with bench/run's settings)
+FLOOR=${FLOOR:-.build/bench-c/floor}
 mkdir -p "$OUT"
 
-limits=()
-if "$SERVER" --help | grep -q -- --max-connections-per-ip; then
-  limits=(--max-connections-per-ip 20000)
+if [ "$TARGET" = floor ]; then
+  target=("$FLOOR" --port 0 --rx-buffer 512 --ping-after 0 --hangup-after 0)
+else
+  target=("$SERVER" --port 0 --public Public)
+  if "$SERVER" --help | grep -q -- --max-connections-per-ip; then
+    target+=(--max-connections-per-ip 20000)
+  fi
 fi
 
 # start_server CMD... : runs it, sets SPID and PORT
@@ -62,7 +69,7 @@ stop() {
 
 if [ "$MODE" != callgrind ]; then
 echo "== perf: $VIEWERS_PERF viewers" >&2
-start_server "$SERVER" --port 0 --public Public "${limits[@]}"
+start_server "${target[@]}"
 start_client "$VIEWERS_PERF" 8
 sleep 1.5
 kill -USR1 "$CPID"
@@ -79,7 +86,7 @@ fi
 
 echo "== callgrind: $VIEWERS_CG viewers" >&2
 start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out" \
-  "$SERVER" --port 0 --public Public "${limits[@]}"
+  "${target[@]}"
 start_client "$VIEWERS_CG" 5
 sleep 2
 callgrind_control -i on "$SPID" > /dev/null
