@@ -88,17 +88,20 @@ extension CountdownServer {
   func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
     waitingSince[Int(id)] = 0
     if stopping { return .close(code: 1001, reason: "server shutting down") }
-    // One frame per callback: a ping owed by the keepalive sweep goes first.
-    if pingDue[Int(id)] {
+    // One frame per callback. A ping owed by the keepalive sweep waits for
+    // what the hub has, so a ping round (19k pings at once) never delays a
+    // tick; the hub's backlog is finite (one merged patch, 64 replies).
+    if let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) {
+      guard write(frame, to: wsi, binary: false) else { return .fail }
+    } else if pingDue[Int(id)] {
       pingDue[Int(id)] = false
       guard writePing(wsi) else { return .fail }
     } else {
-      guard let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) else {
-        return .keepOpen
-      }
-      guard write(frame, to: wsi, binary: false) else { return .fail }
+      return .keepOpen
     }
-    if hub.hasPending(id) { markWaiting(id, wsi, now: clock.nowMilliseconds()) }
+    if pingDue[Int(id)] || hub.hasPending(id) {
+      markWaiting(id, wsi, now: clock.nowMilliseconds())
+    }
     return .keepOpen
   }
 
