@@ -4,6 +4,7 @@
 #   bench/profile.sh [VIEWERS_PERF] [VIEWERS_CALLGRIND]      # defaults 10000 and 1000
 #   MODE=perf bench/profile.sh 19000                         # perf only
 #   TARGET=floor MODE=perf bench/profile.sh 19000            # the C floor, same procedure
+#   MODE=strace bench/profile.sh 19000                       # syscall counts over 6 s of ticks
 #
 # 1. perf: VIEWERS_PERF viewers on one session, a long countdown; `perf record -g`
 #    on the server for 6 s of ticks; flat and caller reports.
@@ -20,7 +21,7 @@ VIEWERS_CG=${2:-1000}
 SERVER=${SERVER:-.build/release/countdown-server}
 CLIENT=${CLIENT:-.build/bench-c/loadclient}
 OUT=${OUT:-/tmp/countdown-profile}
-MODE=${MODE:-both}   # perf, callgrind or both
+MODE=${MODE:-both}   # perf, callgrind, both, or strace
 TARGET=${TARGET:-server}   # server, or floor (bench/floor.c with bench/run's settings)
 FLOOR=${FLOOR:-.build/bench-c/floor}
 mkdir -p "$OUT"
@@ -66,6 +67,20 @@ stop() {
   kill -TERM "$CPID" 2>/dev/null || true
   wait "$CPID" 2>/dev/null || true
 }
+
+if [ "$MODE" = strace ]; then
+  echo "== strace: $VIEWERS_PERF viewers" >&2
+  start_server "${target[@]}"
+  start_client "$VIEWERS_PERF" 8
+  sleep 1.5
+  kill -USR1 "$CPID"
+  # -c counts calls and time per syscall; poll() is one pass over every socket.
+  timeout -s INT 6 strace -c -e trace=poll,sendto,recvfrom,read,write -p "$SPID" \
+    2> "$OUT/strace.txt" || true
+  stop
+  cat "$OUT/strace.txt"
+  exit 0
+fi
 
 if [ "$MODE" != callgrind ]; then
 echo "== perf: $VIEWERS_PERF viewers" >&2
