@@ -68,12 +68,17 @@ stop() {
   wait "$CPID" 2>/dev/null || true
 }
 
-if [ "$MODE" = strace ]; then
-  echo "== strace: $VIEWERS_PERF viewers" >&2
+# start_ticking VIEWERS: the target with VIEWERS viewers, its long countdown started
+start_ticking() {
   start_server "${target[@]}"
-  start_client "$VIEWERS_PERF" 8
+  start_client "$1" 8
   sleep 1.5
   kill -USR1 "$CPID"
+}
+
+if [ "$MODE" = strace ]; then
+  echo "== strace: $VIEWERS_PERF viewers" >&2
+  start_ticking "$VIEWERS_PERF"
   # -c counts calls and time per syscall; poll() is one pass over every socket.
   timeout -s INT 6 strace -c -e trace=poll,sendto,recvfrom,read,write -p "$SPID" \
     2> "$OUT/strace.txt" || true
@@ -84,10 +89,7 @@ fi
 
 if [ "$MODE" != callgrind ]; then
 echo "== perf: $VIEWERS_PERF viewers" >&2
-start_server "${target[@]}"
-start_client "$VIEWERS_PERF" 8
-sleep 1.5
-kill -USR1 "$CPID"
+start_ticking "$VIEWERS_PERF"
 perf record -F 4999 -g -p "$SPID" -o "$OUT/perf.data" -- sleep 6 2> "$OUT/perf-record.err"
 sleep 3
 stop
