@@ -1,0 +1,30 @@
+// The countdown.v1 contract that the page and the server share: one source.
+// The server's unit tests read the JSON object below (everything between the
+// first "{" and the last "}" of this file) and fail when Swift and it differ,
+// so keep it strict JSON: double-quoted keys, no comments, no trailing commas.
+export const CONTRACT = Object.freeze({
+  "subprotocol": "countdown.v1",
+  "sessionIdPattern": "^[A-Za-z0-9_-]{1,64}$",
+  "sessionIdMaxLength": 64,
+  "seconds": { "min": 1, "max": 86400 },
+  "adjustSeconds": { "min": -86400, "max": 86400 },
+  "untilAheadMs": { "min": 1000, "max": 2592000000 },
+  "finishedLabelMaxLength": 64,
+  "maxMessageBytes": 4096,
+  "phases": ["idle", "running", "paused", "finished"],
+  "labels": { "idle": "Ready", "finished": "Countdown finished" },
+  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping"],
+  "errorCodes": [
+    "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
+    "forbidden", "too_many_sessions", "unavailable"
+  ],
+  "closeCodes": {
+    "goingAway": 1001,
+    "unsupportedData": 1003,
+    "invalidPayload": 1007,
+    "policyViolation": 1008,
+    "messageTooBig": 1009,
+    "tryAgainLater": 1013
+  },
+  "noRetryReason": "no-retry"
+});

@@ -1,0 +1,48 @@
+/// Counters the hub keeps for operators: plain integers bumped on the events
+/// that change them, so reading them costs O(1) whatever the session count.
+/// Never keyed by session id, so their cardinality is bounded.
+public struct HubStats: Sendable {
+  /// Sessions created and forgotten since start.
+  public var sessionsCreated: UInt64 = 0
+  public var sessionsForgotten: UInt64 = 0
+  /// Live sessions in each phase, indexed by `Phase.allCases`.
+  public var sessionsByPhase: [Int] = Array(repeating: 0, count: Phase.allCases.count)
+  /// Commands by op and by result (`ok` or an error code), e.g. ["start"]["busy"].
+  public var commands: [String: [String: UInt64]] = [:]
+  /// Merged catch-up patches sent to viewers that fell behind.
+  public var patchesMerged: UInt64 = 0
+  /// How late each tick was applied against its deadline, in milliseconds.
+  public var tickLatenessMs = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500])
+  /// Commands waiting for the sequencer (storage or Redis) to complete them.
+  public var commandsInFlight = 0
+
+  public init() {}
+
+  mutating func countCommand(_ op: String, result: String) {
+    commands[op, default: [:]][result, default: 0] += 1
+  }
+}
+
+/// A fixed-bucket histogram in the Prometheus shape: cumulative counts per
+/// upper bound, plus the sum and count of every observation.
+public struct Histogram: Sendable, Equatable {
+  /// Upper bounds of the buckets, ascending; `+Inf` is implied.
+  public let bounds: [Double]
+  /// Observations at or below each bound (not cumulative; the renderer sums).
+  public private(set) var counts: [UInt64]
+  public private(set) var sum: Double = 0
+  public private(set) var count: UInt64 = 0
+
+  public init(bounds: [Double]) {
+    self.bounds = bounds
+    counts = Array(repeating: 0, count: bounds.count + 1)
+  }
+
+  public mutating func observe(_ value: Double) {
+    var index = 0
+    while index < bounds.count && value > bounds[index] { index += 1 }
+    counts[index] += 1
+    sum += value
+    count += 1
+  }
+}
