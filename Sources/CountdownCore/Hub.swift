@@ -345,6 +345,8 @@ public final class Hub {
     switch code {
     case .busy: "a countdown is already running in this session"
     case .notRunning: "no countdown is running in this session"
+    case .notPaused: "the countdown in this session is not paused"
+    case .unavailable: "the server cannot store commands right now; try again"
     case .badRequest: "the command's fields are out of range"
     case .badJSON: "the message is not valid JSON"
     case .forbidden: "only a controller of this session may do that"
