@@ -52,7 +52,9 @@ public enum SHA256 {
     padded.append(0x80)
     while padded.count % 64 != 56 { padded.append(0) }
     let bits = UInt64(message.count) &* 8
-    for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+    for shift in stride(from: 56, through: 0, by: -8) {
+      padded.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+    }
     var w = [UInt32](repeating: 0, count: 64)
     for block in stride(from: 0, to: padded.count, by: 64) {
       for t in 0..<16 {
@@ -80,7 +82,9 @@ public enum SHA256 {
     }
     var out = SIMD32<UInt8>()
     for (index, word) in h.enumerated() {
-      for byte in 0..<4 { out[index * 4 + byte] = UInt8(truncatingIfNeeded: word >> UInt32(24 - byte * 8)) }
+      for byte in 0..<4 {
+        out[index * 4 + byte] = UInt8(truncatingIfNeeded: word >> UInt32(24 - byte * 8))
+      }
     }
     return out
   }
