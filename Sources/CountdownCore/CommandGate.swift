@@ -22,7 +22,8 @@ struct CommandGate {
     case close(code: CloseCode, reason: String)
   }
 
-  let isController: Bool
+  /// Settled at join; a cluster may take it back once the session's key is known.
+  var isController: Bool
   private var bucket: TokenBucket
   private let rate: Double
   private let floodCloseAfterMs: Int64

@@ -29,6 +29,8 @@ extension Hub {
     let slot = ConnectionHandle(id)
     guard connections.contains(slot) else { return nil }
     let handle = connections[slot].session
+    // Nothing to show until the session's state has arrived.
+    if sessions[handle].loading { return nil }
     let seq = sessions[handle].machine.seq
     // The hot path, once per viewer per tick: one patch behind, no snapshot
     // owed. Fields are read and written in place, and the frame every such
@@ -44,7 +46,9 @@ extension Hub {
   /// Whether `connection` still has something to write after the last frame.
   public func hasPending(_ id: ConnectionID) -> Bool {
     let slot = ConnectionHandle(id)
-    guard connections.contains(slot) else { return false }
+    guard connections.contains(slot), !sessions[connections[slot].session].loading else {
+      return false
+    }
     return connections[slot].needsSnapshot
       || connections[slot].sentSeq < sessions[connections[slot].session].machine.seq
       || !connections[slot].replies.isEmpty

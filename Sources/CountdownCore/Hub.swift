@@ -41,6 +41,12 @@ public final class Hub {
     var dirty = false
     /// A command is with the sequencer; later ones wait in `waitingCommands`.
     var commandInFlight = false
+    /// The state is being fetched (a cluster): viewers get no snapshot and
+    /// commands wait until `loaded`.
+    var loading = false
+
+    /// Commands must wait rather than go to the sequencer now.
+    var holdsCommands: Bool { commandInFlight || loading }
   }
 
   /// One merged catch-up frame, shared by every viewer of a session at the same old seq.
@@ -184,14 +190,18 @@ public final class Hub {
       }
       let machine = SessionStateMachine(config: sessionConfig, now: now)
       handle = insertSession(id, machine: machine, keyHash: keyHash)
-      sequencer.created(session: id, record: machine.record, keyHash: keyHash)
+      let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
+      sessions[handle].loading = load == .loading
     }
     var shownKey: String?
     if config.control == .key {
       if let createdKey {
         // The first viewer of a new session becomes its controller.
         shownKey = createdKey
-      } else if let key, keyHashes[Int(handle.index)]?.matches(key) == true {
+      } else if let key,
+        sessions[handle].loading || keyHashes[Int(handle.index)]?.matches(key) == true
+      {
+        // While the session's key is still being fetched, `loaded` decides.
         shownKey = key
       }
     }
@@ -250,7 +260,7 @@ public final class Hub {
       let pending = PendingCommand(
         session: connections[handle].session, connection: handle,
         serial: connections[handle].serial, id: commandID, command: command)
-      if sessions[pending.session].commandInFlight {
+      if sessions[pending.session].holdsCommands {
         guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
           finish(pending, .rejected(.busy), now: now)
           return .handled
@@ -270,11 +280,41 @@ public final class Hub {
     stats.commandsInFlight -= 1
     sessions[pending.session].commandInFlight = false
     finish(pending, outcome, now: now)
-    while !sessions[pending.session].commandInFlight,
-      var queue = waitingCommands[pending.session], !queue.isEmpty
-    {
+    dispatchWaiting(pending.session, now: now)
+  }
+
+  /// A session's state fetched from elsewhere arrived (after `.loading`):
+  /// its viewers get their snapshots, and its waiting commands go on. In key
+  /// mode, `keyHash` is the session's key there; a viewer that was shown
+  /// another key (it created the session here, racing another instance) is
+  /// a viewer after all. A nil record keeps the fresh one.
+  public func loaded(session id: String, record: SessionRecord?, keyHash: KeyHash?, now: Int64) {
+    guard let handle = sessionIndex[id], sessions[handle].loading else { return }
+    sessions[handle].loading = false
+    if config.control == .key, let keyHash {
+      keyHashes[Int(handle.index)] = keyHash
+      for viewer in sessions[handle].viewers {
+        guard let shown = keysToSend[viewer], !keyHash.matches(shown) else { continue }
+        keysToSend[viewer] = nil
+        connections[ConnectionHandle(viewer)].gate.isController = false
+      }
+    }
+    if let record { transition(handle) { $0.adopt(record, now: now) } }
+    dirtyConnections.append(contentsOf: sessions[handle].viewers)
+    dispatchWaiting(handle, now: now)
+  }
+
+  /// A change that another instance sequenced: the session adopts it if it
+  /// is newer than what it has. Sessions not open here are not kept.
+  public func adoptRemote(session id: String, record: SessionRecord, now: Int64) {
+    guard let handle = sessionIndex[id], !sessions[handle].loading else { return }
+    transition(handle) { $0.adopt(record, now: now) }
+  }
+
+  private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
+    while !sessions[handle].holdsCommands, var queue = waitingCommands[handle], !queue.isEmpty {
       let next = queue.removeFirst()
-      waitingCommands[pending.session] = queue.isEmpty ? nil : queue
+      waitingCommands[handle] = queue.isEmpty ? nil : queue
       dispatch(next, now: now)
     }
   }
@@ -417,7 +457,7 @@ public final class Hub {
 
   private func forget(_ handle: SessionHandle) -> Bool {
     let session = sessions[handle]
-    guard session.viewers.isEmpty, !session.commandInFlight else { return false }
+    guard session.viewers.isEmpty, !session.holdsCommands else { return false }
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)

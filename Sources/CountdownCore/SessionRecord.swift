@@ -178,10 +178,20 @@ public enum SequenceOutcome: Equatable, Sendable {
 /// calling `Hub.complete(_:_:now:)` on the service thread.
 public protocol CommandSequencer: AnyObject {
   func sequence(_ request: SequenceRequest) -> SequenceResult
-  /// A session was created (with its controller key's hash in key mode).
-  func created(session: String, record: SessionRecord, keyHash: KeyHash?)
+  /// A session was created here (with its controller key's hash in key
+  /// mode). `.loading` when its state lives elsewhere (a cluster): its
+  /// viewers and commands then wait for `Hub.loaded(session:record:keyHash:now:)`.
+  func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
   /// The hub forgot a session: its durable facts may go too.
   func forgot(session: String)
+}
+
+/// Whether a session created here can be shown at once.
+public enum SessionLoad: Equatable, Sendable {
+  /// The fresh record is the session's state.
+  case ready
+  /// The state is being fetched; `Hub.loaded` follows on the service thread.
+  case loading
 }
 
 public enum SequenceResult: Equatable, Sendable {
@@ -238,10 +248,12 @@ public final class LocalSequencer: CommandSequencer {
     }
   }
 
-  public func created(session: String, record: SessionRecord, keyHash: KeyHash?) {
+  public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
     // An open-mode session has nothing durable until its first command.
-    guard let keyHash else { return }
-    store?.write(.save(session: session, record: record, keyHash: keyHash, ticket: nil))
+    if let keyHash {
+      store?.write(.save(session: session, record: record, keyHash: keyHash, ticket: nil))
+    }
+    return .ready
   }
 
   public func forgot(session: String) {

@@ -287,13 +287,16 @@ final class HeldSequencer: CommandSequencer {
   var held: [SequenceRequest] = []
   var forgotten: [String] = []
   var created: [(String, KeyHash?)] = []
+  /// What `created` answers: `.loading` plays a cluster that fetches state.
+  var load = SessionLoad.ready
 
   func sequence(_ request: SequenceRequest) -> SequenceResult {
     held.append(request)
     return .pending
   }
-  func created(session: String, record: SessionRecord, keyHash: KeyHash?) {
+  func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
     created.append((session, keyHash))
+    return load
   }
   func forgot(session: String) { forgotten.append(session) }
 
@@ -447,5 +450,75 @@ final class HeldSequencer: CommandSequencer {
     hub.advance(now: t0 + 3000)
     controller.read(from: hub, now: t0 + 3000)
     #expect(controller.state["remaining"] as? Int == 57)
+  }
+}
+
+@Suite struct LoadingTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  /// A session whose state is fetched elsewhere shows nothing and runs no command until it arrives.
+  @Test func viewersWaitForTheLoadedState() {
+    let sequencer = HeldSequencer()
+    sequencer.load = .loading
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    hub.receive(Array(#"{"op":"pause","id":1}"#.utf8), from: a.id, now: t0)
+    a.read(from: hub, now: t0)
+    #expect(a.messages.isEmpty)
+    #expect(!hub.hasPending(a.id))
+    #expect(sequencer.held.isEmpty)
+    guard
+      case .success(let running) = SessionRecord().applying(
+        .start(.seconds(60), finishedLabel: nil), at: t0 - 10_000)
+    else { return }
+    hub.loaded(session: "s", record: running, keyHash: nil, now: t0 + 5)
+    var names: [ConnectionID] = []
+    hub.drainWritable { names.append($0) }
+    #expect(names.contains(a.id))
+    a.read(from: hub, now: t0 + 5)
+    #expect(a.messages.first?["type"] as? String == "snapshot")
+    #expect(a.state["endsAt"] as? Int64 == t0 + 50_000)
+    // The waiting pause went to the sequencer against the loaded record.
+    #expect(sequencer.held.count == 1)
+    #expect(sequencer.held.first?.current.phase == .running)
+  }
+
+  /// A viewer that created a keyed session here, while another instance holds its key, is a viewer.
+  @Test func losingTheKeyRaceMakesAViewer() {
+    let sequencer = HeldSequencer()
+    sequencer.load = .loading
+    let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    var early = FakeViewer(id: hub.join("s", key: "elsewhere", now: t0))
+    hub.loaded(session: "s", record: nil, keyHash: KeyHash(of: "elsewhere"), now: t0)
+    a.read(from: hub, now: t0)
+    early.read(from: hub, now: t0)
+    #expect(early.messages.first?["role"] as? String == "controller")
+    #expect(a.messages.first?["role"] as? String == "viewer")
+    #expect(a.messages.first?["key"] == nil)
+    hub.receive(Array(#"{"op":"start","id":1}"#.utf8), from: a.id, now: t0)
+    a.read(from: hub, now: t0)
+    #expect(a.last("error")?["code"] as? String == "forbidden")
+    var b = FakeViewer(id: hub.join("s", key: "elsewhere", now: t0))
+    b.read(from: hub, now: t0)
+    #expect(b.messages.first?["role"] as? String == "controller")
+  }
+
+  /// A newer record from another instance is adopted; an older one is not.
+  @Test func remoteRecordsByRevision() {
+    let hub = Hub(config: HubConfig())
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    guard
+      case .success(let first) = SessionRecord().applying(
+        .start(.seconds(60), finishedLabel: nil), at: t0),
+      case .success(let second) = first.applying(.pause, at: t0 + 1000)
+    else { return }
+    hub.adoptRemote(session: "s", record: second, now: t0 + 1000)
+    hub.adoptRemote(session: "s", record: first, now: t0 + 1001)
+    a.read(from: hub, now: t0 + 1001)
+    #expect(a.state["phase"] as? String == "paused")
+    #expect(a.state["remainingMs"] as? Int64 == 59_000)
+    hub.adoptRemote(session: "absent", record: second, now: t0)
+    #expect(hub.state(of: "absent") == nil)
   }
 }
