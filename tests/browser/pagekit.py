@@ -243,6 +243,50 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+# -- accessibility audit -----------------------------------------------------------------
+# axe-core as bundled by PyPI's axe-selenium-python, installed by scripts/setup-browser
+# into a folder of its own (see there why); nothing is downloaded at test time.
+AXE_PACKAGE_VERSION = "3.0.0"
+AXE_JS = (Path(__file__).resolve().parent.parent.parent / ".cache"
+          / f"axe-selenium-python-{AXE_PACKAGE_VERSION}" / "axe_selenium_python"
+          / "node_modules" / "axe-core" / "axe.min.js")
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+
+AXE_RUN_JS = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}, resultTypes: ['violations']})
+  .then((r) => done({
+    version: axe.version,
+    rules: r.passes.length + r.violations.length + r.incomplete.length + r.inapplicable.length,
+    violations: r.violations.map((v) => ({
+      id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.map((n) => n.target.join(' ') + ': ' + n.failureSummary),
+    })),
+  }), (e) => done({error: String(e)}));
+"""
+
+
+def axe_audit(driver) -> dict:
+    """Runs axe-core in the page (injected from the installed package) with AXE_TAGS.
+    Returns {version, rules, violations}; fails when axe is missing or errs."""
+    if not AXE_JS.is_file():
+        pytest.fail(f"axe-core is not installed ({AXE_JS}): run scripts/setup-browser", pytrace=False)
+    if not driver.execute_script("return typeof axe !== 'undefined'"):
+        driver.execute_script(AXE_JS.read_text(encoding="utf-8"))
+    driver.set_script_timeout(30)
+    try:
+        result = driver.execute_async_script(AXE_RUN_JS, AXE_TAGS)
+    finally:
+        driver.set_script_timeout(5)
+    assert "error" not in result, f"axe failed: {result}"
+    return result
+
+
+def format_violations(violations: list[dict]) -> str:
+    return "\n".join(f"  {v['id']} ({v['impact']}): {v['help']}\n    " + "\n    ".join(v["nodes"])
+                     for v in violations)
+
+
 # -- the truth ------------------------------------------------------------------------------
 def merge_patch(target, patch):
     if not isinstance(patch, dict):
