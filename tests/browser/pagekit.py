@@ -157,6 +157,7 @@ const sp = b.querySelector('.spinner');
 const st = getComputedStyle(sp);
 return {
   label: document.getElementById('label').textContent,
+  words: document.getElementById('label-words').textContent,
   busy: b.getAttribute('aria-busy'),
   disabled: b.disabled,
   conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
@@ -165,6 +166,9 @@ return {
   spinnerDisplay: st.display,
   textVisibility: getComputedStyle(b.querySelector('.start-text')).visibility,
   startText: b.querySelector('.start-text').textContent,
+  // The run's controls and the start fields that are on screen now.
+  shown: ['mode', 'seconds', 'until', 'pause', 'minus', 'plus', 'cancel']
+    .filter((id) => document.getElementById(id).getClientRects().length > 0),
 };
 """
 
@@ -212,9 +216,40 @@ def set_seconds(driver, seconds: int) -> None:
 
 
 def press_start(driver) -> None:
+    click(driver, "start")
+
+
+def click(driver, element_id: str) -> None:
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.ID, "start").click()
+    driver.find_element(By.ID, element_id).click()
+
+
+def clock_seconds(label: str) -> int | None:
+    """The whole seconds a clock-style label shows ("5", "1:05", "1:02:05",
+    "1d 02:03:04"), or None for words."""
+    m = re.fullmatch(r"(?:(\d+)d )?(?:(\d+):)?(?:(\d+):)?(\d+)", label)
+    if not m:
+        return None
+    days, a, b, secs = m.groups()
+    # With one colon part it is minutes; with two, hours then minutes.
+    hours, minutes = (a, b) if b is not None else (None, a)
+    return ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 + int(secs)
+
+
+def clock_label(seconds: int) -> str:
+    """The label a correct page shows for `seconds` (the issue's clock format),
+    written independently of the page's own code."""
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if seconds < 60:
+        return str(seconds)
+    if seconds < 3600:
+        return f"{m}:{sec:02d}"
+    if seconds < 86400:
+        return f"{h}:{m:02d}:{sec:02d}"
+    return f"{d}d {h:02d}:{m:02d}:{sec:02d}"
 
 
 def rect(driver, selector: str) -> dict:
@@ -359,6 +394,23 @@ class Observer:
     def start(self, seconds: int, **extra) -> None:
         self._ws.send(json.dumps({"op": "start", "seconds": seconds, **extra}))
         self.wait_for(lambda s: s and s["phase"] == "running", 3, "the run to start")
+
+    def command(self, op: str, **fields) -> dict:
+        """Sends a command with a fresh id and returns its ack or error."""
+        with self._lock:
+            self._next_id = getattr(self, "_next_id", 0) + 1
+            cid = self._next_id
+        self._ws.send(json.dumps({"op": op, **fields, "id": cid}))
+        deadline = time.monotonic() + 3
+        with self._changed:
+            while True:
+                reply = next((r for r in self.replies if r.get("id") == cid), None)
+                if reply is not None:
+                    return reply
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    pytest.fail(f"observer: no reply to {op}; state {self.state}")
+                self._changed.wait(left)
 
     def remaining_s(self, at_ms: float) -> float | None:
         """The server's remaining time (fractional seconds) at wall time at_ms."""

@@ -184,6 +184,41 @@ def test_viewer_is_refused_in_words(key_server, pool, session_id):
         obs.close()
 
 
+# 2b --------------------------------------------------------------------------------------
+def test_viewer_keeps_the_seed_button_and_no_controls(key_server, pool, session_id):
+    """The view-only page keeps the seed's button: disabled, with the spinner while a
+    run lasts, and still disabled (reading Paused, no spinner) while paused, with the
+    frozen value; it never shows Pause, −1 min, +1 min, Cancel or the fields to start
+    with, and keeps its "View only" note below the button."""
+    a, b = pool(0), pool(1)
+    open_as(a, pk.page_url(key_server, session_id), "controller")
+    KEYS_SEEN.add(key_in_address(a))
+    cb = open_as(b, pk.page_url(key_server, session_id), "viewer")
+    assert cb["start"] and cb["startDisabled"] and cb["viewOnly"], cb
+    assert pk.read(b)["shown"] == [], f"a viewer has no fields or controls: {pk.read(b)}"
+    assert pk.rect(b, "#view-only")["y"] > pk.rect(b, "#start")["y"], "the note sits below the button"
+
+    obs = pk.Observer(key_server.ws_url(session_id))
+    try:
+        pk.set_seconds(a, 120)
+        pk.press_start(a)
+        pk.wait(b, 3, lambda d: (lambda r: r["busy"] == "true" and r["disabled"] and r["spinnerDisplay"] != "none"
+                                 and r["startText"] == "Start" and r["shown"] == [])(pk.read(d)),
+                "the viewer's disabled button with the spinner, and no controls")
+        pk.click(a, "pause")
+        st = obs.wait_for(lambda s: s["phase"] == "paused", 3, "paused")
+        frozen = pk.clock_label(st["remaining"])
+        pk.wait(b, 2, lambda d: (lambda r: r["label"] == frozen and r["busy"] is None and r["disabled"]
+                                 and r["spinnerDisplay"] == "none" and r["startText"] == "Paused"
+                                 and r["shown"] == [])(pk.read(d)),
+                "the viewer's paused page: frozen, no spinner, disabled, no controls")
+        assert control(b)["viewOnly"]
+        pk.click(a, "cancel")
+        obs.wait_for(lambda s: s["phase"] == "idle", 3, "idle")
+    finally:
+        obs.close()
+
+
 # 3 ---------------------------------------------------------------------------------------
 def test_copy_button(key_server, pool, session_id):
     """The Copy button puts the link on the clipboard (the Clipboard API, allowed here)

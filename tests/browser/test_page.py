@@ -383,7 +383,7 @@ UPDATE_DOCS = os.environ.get("COUNTDOWN_UPDATE_DOCS") == "1"
 
 @pytest.mark.parametrize("size", [pk.DESKTOP, pk.PHONE], ids=lambda s: s["name"])
 def test_screenshots_and_layout(server, pool, artifacts_dir, size):
-    """Screenshots of idle, running and finished at desktop (1280x800) and phone
+    """Screenshots of idle, running, paused and finished at desktop (1280x800) and phone
     (390x844) sizes, saved to artifacts/screenshots/ (the phone ones also to docs/ with
     COUNTDOWN_UPDATE_DOCS=1).
     Proves the layout: the label and the button are each at least 20% of the viewport
@@ -436,6 +436,11 @@ def test_screenshots_and_layout(server, pool, artifacts_dir, size):
     btn, sp = pk.rect(d, "#start"), pk.rect(d, "#start .spinner")
     assert abs((btn["x"] + btn["w"] / 2) - (sp["x"] + sp["w"] / 2)) <= 1.5, (btn, sp)
     shoot("running")
+    pk.click(d, "pause")
+    pk.wait(d, 2, lambda d: (lambda r: r["startText"] == "Resume" and r["busy"] is None
+                             and pk.clock_seconds(r["label"]) is not None)(pk.read(d)), "paused")
+    shoot("paused")
+    pk.press_start(d)  # Resume
     pk.wait(d, 5, lambda d: pk.read(d)["label"] == pk.FINISHED_EN, "finished")
     shoot("finished")
 
