@@ -1,8 +1,7 @@
 // The countdown.v1 contract that the page and the server share: one source.
-// The server's unit tests read the JSON object below (everything from the
-// first opening brace to the last closing brace of this file, so no comment
-// may hold one) and fail when Swift and it differ, so keep it strict JSON:
-// double-quoted keys, no comments, no trailing commas.
+// The server's unit tests read the object passed to Object.freeze below and
+// fail when Swift and it differ, so keep it strict JSON (double-quoted keys,
+// no comments, no trailing commas) and keep it the last thing in this file.
 export const CONTRACT = Object.freeze({
   "subprotocol": "countdown.v1",
   "sessionIdPattern": "^[A-Za-z0-9_-]{1,64}$",

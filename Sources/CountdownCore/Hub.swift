@@ -11,32 +11,26 @@ public enum JoinOutcome: Equatable, Sendable {
 /// What the network layer must do after `Hub.receive`.
 public enum ReceiveOutcome: Equatable, Sendable {
   case handled
-  case close(code: UInt16, reason: String)
-}
-
-/// Hears every published change and every forgotten session: the seam where
-/// durability, scale-out and metrics attach without touching the hub.
-public protocol HubObserver: AnyObject {
-  func hub(published patch: Patch, session: String)
-  func hub(forgot session: String)
+  case close(code: CloseCode, reason: String)
 }
 
 /// All sessions, all viewers, and the one deadline heap: the whole server
-/// minus the sockets.
+/// minus the sockets. It coordinates three parts, each in its own file: the
+/// registry of sessions and connections (here), the command path
+/// (`CommandGate`, then a `CommandSequencer`, then `complete`), and the
+/// fan-out of frames (`Hub+FanOut.swift`).
 ///
 /// The network layer tells it what happened (`connect`, `receive`,
 /// `disconnect`, `advance`) with the current time, asks it which connections
 /// have something to write (`drainWritable`), and when a connection may be
-/// written, takes one frame from `nextFrame(for:)`. Each patch is encoded once
-/// per session; a viewer only remembers the last seq it was sent, so a slow
-/// viewer costs one merged frame, not a queue.
+/// written, takes one frame from `nextFrame(for:)`.
 ///
 /// Not thread-safe: the one service thread owns it.
 public final class Hub {
   /// Kept small, since a server may hold a million: what only some sessions
-  /// need (controller keys, merged catch-up frames) lives in side tables, and
-  /// a session nobody watches holds no buffers.
-  private struct Session {
+  /// need (controller keys, merged catch-up frames, waiting commands) lives
+  /// in side tables, and a session nobody watches holds no buffers.
+  struct Session {
     let id: String
     var machine: SessionStateMachine
     var viewers: [ConnectionID] = []
@@ -45,31 +39,47 @@ public final class Hub {
     var patchFrame: [UInt8] = []
     var patchFrameFresh = false
     var dirty = false
+    /// A command is with the sequencer; later ones wait in `waitingCommands`.
+    var commandInFlight = false
   }
 
   /// One merged catch-up frame, shared by every viewer of a session at the same old seq.
-  private struct MergedFrame {
+  struct MergedFrame {
     var from: UInt64
     var to: UInt64
     var frame: [UInt8]
   }
 
-  private struct Connection {
-    var session: Int32
+  struct Connection {
+    var session: SessionHandle
     /// Index in the session's `viewers`, for O(1) removal.
     var position: Int32
+    /// Tells this connection from a later one in the same slot, so a late
+    /// ack never reaches a stranger.
+    var serial: UInt32
     var sentSeq: UInt64 = 0
     var needsSnapshot = true
     var replies: [Reply] = []
-    var isController: Bool
-    var bucket: TokenBucket
+    var gate: CommandGate
   }
+
+  typealias SessionHandle = SlabHandle<Session>
+  typealias ConnectionHandle = SlabHandle<Connection>
 
   /// A message for one connection only. A pong is encoded when written, so its
   /// serverTime is as close as possible to the moment it leaves.
-  private enum Reply {
+  enum Reply {
     case frame([UInt8])
     case pong(t: String)
+  }
+
+  /// A command admitted and waiting for (or with) the sequencer.
+  struct PendingCommand {
+    var session: SessionHandle
+    var connection: ConnectionHandle
+    var serial: UInt32
+    var id: CommandID?
+    var command: SessionCommand
   }
 
   /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
@@ -77,37 +87,48 @@ public final class Hub {
 
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
+  /// Commands that may wait behind one in flight on a session; past this, `busy`.
+  public static let maxWaitingCommands = 64
 
   public let config: HubConfig
-  /// Changes whenever the server restarts, so a client can tell that the
-  /// sessions it knew are gone.
+  /// Changes whenever the sessions' history starts over (a new store), so a
+  /// client can tell that the sessions it knew are gone.
   public let epoch: String
-  public var observer: (any HubObserver)?
+  public internal(set) var stats = HubStats()
 
-  private let sessionConfig: SessionConfig.Shared
-  private var sessions: [Session?] = []
+  let sessionConfig: SessionConfig.Shared
+  let sequencer: any CommandSequencer
+  var sessions = Slab<Session>()
+  var connections = Slab<Connection>()
   /// By session handle; filled only in `--control key` mode. Never logged.
-  private var controllerKeys: [ControllerKey] = []
+  var keyHashes: [KeyHash?] = []
+  /// The key each controller is shown in its snapshot, until it is sent.
+  var keysToSend: [ConnectionID: String] = [:]
   /// By session handle, for sessions with a lagging viewer.
-  private var mergedFrames: [Int32: MergedFrame] = [:]
-  private var freeSessions: [Int32] = []
-  private var sessionIndex: [String: Int32] = [:]
-  private var connections: [Connection?] = []
-  private var freeConnections: [Int32] = []
-  private var heap = DeadlineHeap()
-  private var dirtySessions: [Int32] = []
-  private var dirtyConnections: [ConnectionID] = []
+  var mergedFrames: [SessionHandle: MergedFrame] = [:]
+  var sessionIndex: [String: SessionHandle] = [:]
+  var heap = DeadlineHeap()
+  var dirtySessions: [SessionHandle] = []
+  var dirtyConnections: [ConnectionID] = []
+  var inFlight: [Ticket: PendingCommand] = [:]
+  var waitingCommands: [SessionHandle: [PendingCommand]] = [:]
+  private var nextTicket: UInt64 = 1
+  private var nextSerial: UInt32 = 1
 
-  public private(set) var sessionCount = 0
-  public private(set) var connectionCount = 0
+  public var sessionCount: Int { sessions.count }
+  public var connectionCount: Int { connections.count }
 
-  public init(config: HubConfig, epoch: String = Hub.randomEpoch()) {
+  public init(
+    config: HubConfig, epoch: String = Hub.randomEpoch(),
+    sequencer: any CommandSequencer = LocalSequencer()
+  ) {
     self.config = config
     self.epoch = epoch
+    self.sequencer = sequencer
     self.sessionConfig = SessionConfig.Shared(config.session)
   }
 
-  /// 64 random bits as hex: unique per process start without a clock's help.
+  /// 64 random bits as hex: unique per history without a clock's help.
   public static func randomEpoch() -> String {
     var generator = SystemRandomNumberGenerator()
     return ControllerKey.hex(generator.next() as UInt64)
@@ -118,238 +139,213 @@ public final class Hub {
 
   /// The published state of a session, if it exists.
   public func state(of session: String) -> (seq: UInt64, state: CountdownState)? {
-    guard let handle = sessionIndex[session], let slot = sessions[Int(handle)] else { return nil }
-    return (slot.machine.seq, slot.machine.published)
+    guard let handle = sessionIndex[session] else { return nil }
+    return (sessions[handle].machine.seq, sessions[handle].machine.published)
+  }
+
+  /// A session's durable record, if it exists.
+  public func record(of session: String) -> SessionRecord? {
+    sessionIndex[session].map { sessions[$0].machine.record }
   }
 
   // MARK: Events
+
+  /// Brings back sessions from a store, before any connection: each resumes
+  /// its phase at `now`, ticking on its original deadline.
+  public func restore(_ stored: [StoredSession], now: Int64) {
+    for session in stored where sessionIndex[session.id] == nil {
+      let machine = SessionStateMachine(
+        restoring: session.record, config: sessionConfig, now: now)
+      let handle = insertSession(session.id, machine: machine, keyHash: session.keyHash)
+      heap.set(handle.index, to: machine.nextDeadline)
+    }
+  }
 
   /// A viewer opened `/ws/<session>`; the session is created on first join.
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
   /// the client presented, if any.
   public func connect(session id: String, key: String? = nil, now: Int64) -> JoinOutcome {
-    let handle: Int32
-    var created = false
+    let handle: SessionHandle
+    var createdKey: String?
     if let existing = sessionIndex[id] {
       handle = existing
     } else {
-      guard sessionCount < config.maxSessions else { return .refused(.tooManySessions) }
-      handle = createSession(id, now: now)
-      created = true
+      guard sessions.count < config.maxSessions else { return .refused(.tooManySessions) }
+      var keyHash: KeyHash?
+      if config.control == .key {
+        let key = ControllerKey.generate().hex
+        createdKey = key
+        keyHash = KeyHash(of: key)
+      }
+      let machine = SessionStateMachine(config: sessionConfig, now: now)
+      handle = insertSession(id, machine: machine, keyHash: keyHash)
+      sequencer.created(session: id, record: machine.record, keyHash: keyHash)
     }
-    let isController: Bool
-    switch config.control {
-    case .open:
-      isController = true
-    case .key:
-      // The first viewer of a new session becomes its controller.
-      isController = created || key.map { controllerKeys[Int(handle)].matches($0) } == true
+    var shownKey: String?
+    if config.control == .key {
+      if let createdKey {
+        // The first viewer of a new session becomes its controller.
+        shownKey = createdKey
+      } else if let key, keyHashes[Int(handle.index)]?.matches(key) == true {
+        shownKey = key
+      }
     }
-    let connection = allocate(
+    let serial = nextSerial
+    nextSerial &+= 1
+    let connection = connections.insert(
       Connection(
-        session: handle, position: Int32(sessions[Int(handle)]!.viewers.count),
-        isController: isController,
-        bucket: TokenBucket(rate: config.commandsPerSecond, now: now)),
-      in: &connections, free: &freeConnections)
-    connectionCount += 1
-    sessions[Int(handle)]!.viewers.append(connection)
-    let count = sessions[Int(handle)]!.viewers.count
-    apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
-    dirtyConnections.append(connection)
-    return .joined(connection)
+        session: handle, position: Int32(sessions[handle].viewers.count), serial: serial,
+        gate: CommandGate(
+          isController: config.control == .open || shownKey != nil, config: config, now: now)))
+    let id = connection.index
+    if let shownKey { keysToSend[id] = shownKey }
+    sessions[handle].viewers.append(id)
+    let count = sessions[handle].viewers.count
+    transition(handle) { $0.viewersChanged(to: count, now: now) }
+    dirtyConnections.append(id)
+    return .joined(id)
   }
 
   /// A viewer's connection closed.
-  public func disconnect(_ connection: ConnectionID, now: Int64) {
-    guard let closing = connections[Int(connection)] else { return }
+  public func disconnect(_ id: ConnectionID, now: Int64) {
+    guard let closing = connections.remove(ConnectionHandle(id)) else { return }
+    keysToSend[id] = nil
     let handle = closing.session
-    let moved = sessions[Int(handle)]!.viewers.removeLast()
-    if moved != connection {
-      sessions[Int(handle)]!.viewers[Int(closing.position)] = moved
-      connections[Int(moved)]!.position = closing.position
+    let moved = sessions[handle].viewers.removeLast()
+    if moved != id {
+      sessions[handle].viewers[Int(closing.position)] = moved
+      connections[ConnectionHandle(moved)].position = closing.position
     }
-    connections[Int(connection)] = nil
-    freeConnections.append(connection)
-    connectionCount -= 1
-    let count = sessions[Int(handle)]!.viewers.count
+    let count = sessions[handle].viewers.count
     if count == 0 {
       // Nobody left to send to: give the buffers back until someone returns.
-      sessions[Int(handle)]!.viewers = []
-      sessions[Int(handle)]!.patchFrame = []
-      sessions[Int(handle)]!.patchFrameFresh = false
+      sessions[handle].viewers = []
+      sessions[handle].patchFrame = []
+      sessions[handle].patchFrameFresh = false
       mergedFrames[handle] = nil
     }
-    apply(sessions[Int(handle)]!.machine.viewersChanged(to: count, now: now), to: handle)
+    transition(handle) { $0.viewersChanged(to: count, now: now) }
   }
 
-  /// One complete text message from a viewer: decode it, run it, queue the reply.
+  /// One complete text message from a viewer: admit it, then sequence it.
   /// Returns `.close` when the connection must be closed (a sustained flood).
   @discardableResult
-  public func receive(_ text: [UInt8], from connection: ConnectionID, now: Int64) -> ReceiveOutcome
-  {
-    guard let viewer = connections[Int(connection)] else { return .handled }
-    let handle = viewer.session
-    guard connections[Int(connection)]!.bucket.take(rate: config.commandsPerSecond, now: now) else {
-      if let since = connections[Int(connection)]!.bucket.floodingSince,
-        now - since >= config.floodCloseAfterMs
-      {
-        return .close(code: 1008, reason: "too many commands")
-      }
-      let limit = CommandError(
-        .rateLimited, "more than \(Int(config.commandsPerSecond)) commands a second")
-      reply(.frame(WireCodec.error(limit)), to: connection)
-      return .handled
-    }
-    let message: ClientMessage
-    switch WireCodec.decode(text) {
-    case .failure(let error):
-      reply(.frame(WireCodec.error(error)), to: connection)
-      return .handled
-    case .success(let decoded):
-      message = decoded
-    }
-    let action: SessionStateMachine.Action
-    switch message.command {
+  public func receive(_ text: [UInt8], from id: ConnectionID, now: Int64) -> ReceiveOutcome {
+    let handle = ConnectionHandle(id)
+    guard connections.contains(handle) else { return .handled }
+    switch connections[handle].gate.admit(text, now: now) {
+    case .close(let code, let reason):
+      return .close(code: code, reason: reason)
+    case .refuse(let error, let op):
+      if let op { stats.countCommand(op, result: error.code.rawValue) }
+      reply(.frame(WireCodec.error(error)), to: id)
     case .ping(let t):
-      reply(.pong(t: t), to: connection)
-      return .handled
-    case _ where !viewer.isController:
-      replyError(.forbidden, id: message.id, to: connection)
-      return .handled
-    case .start(let seconds, let finishedLabel):
-      action = sessions[Int(handle)]!.machine.start(
-        seconds: seconds ?? config.session.defaultSeconds, finishedLabel: finishedLabel, now: now)
-    case .cancel:
-      action = sessions[Int(handle)]!.machine.cancel(now: now)
+      reply(.pong(t: t), to: id)
+    case .command(let command, let commandID):
+      let pending = PendingCommand(
+        session: connections[handle].session, connection: handle,
+        serial: connections[handle].serial, id: commandID, command: command)
+      if sessions[pending.session].commandInFlight {
+        guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
+          finish(pending, .rejected(.busy), now: now)
+          return .handled
+        }
+        waitingCommands[pending.session, default: []].append(pending)
+      } else {
+        dispatch(pending, now: now)
+      }
     }
-    if case .reject(let code) = action {
-      replyError(code, id: message.id, to: connection)
-      return .handled
-    }
-    apply(action, to: handle)
-    let ack = WireCodec.ack(id: message.id, seq: sessions[Int(handle)]!.machine.seq)
-    reply(.frame(ack), to: connection)
     return .handled
+  }
+
+  /// A sequencer finished a command it answered `.pending` for. Called on the
+  /// service thread; the command's patch goes out, then its ack or error.
+  public func complete(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {
+    guard let pending = inFlight.removeValue(forKey: ticket) else { return }
+    stats.commandsInFlight -= 1
+    sessions[pending.session].commandInFlight = false
+    finish(pending, outcome, now: now)
+    while !sessions[pending.session].commandInFlight,
+      var queue = waitingCommands[pending.session], !queue.isEmpty
+    {
+      let next = queue.removeFirst()
+      waitingCommands[pending.session] = queue.isEmpty ? nil : queue
+      dispatch(next, now: now)
+    }
   }
 
   /// Time passed: run every session whose deadline is due.
   public func advance(now: Int64) {
     // Collect first, so a session is advanced at most once per call.
-    var due: [Int32] = []
-    while let handle = heap.popDue(now: now) { due.append(handle) }
-    for handle in due where sessions[Int(handle)] != nil {
-      apply(sessions[Int(handle)]!.machine.advance(now: now), to: handle)
-    }
-  }
-
-  // MARK: Writing
-
-  /// Calls `body` for every connection that has something new to write since
-  /// the last drain. A connection may be named more than once.
-  public func drainWritable(_ body: (ConnectionID) -> Void) {
-    for handle in dirtySessions where sessions[Int(handle)] != nil {
-      // Indexed in place: binding the Session would copy it per dirty session.
-      sessions[Int(handle)]!.dirty = false
-      var index = 0
-      while index < sessions[Int(handle)]!.viewers.count {
-        body(sessions[Int(handle)]!.viewers[index])
-        index += 1
+    var due: [SessionHandle] = []
+    while let index = heap.popDue(now: now) { due.append(SessionHandle(index)) }
+    for handle in due where sessions.contains(handle) {
+      if let tick = sessions[handle].machine.nextTickDue, tick <= now {
+        stats.tickLatenessMs.observe(Double(now - tick))
       }
-    }
-    dirtySessions.removeAll(keepingCapacity: true)
-    for connection in dirtyConnections where connections[Int(connection)] != nil {
-      body(connection)
-    }
-    dirtyConnections.removeAll(keepingCapacity: true)
-  }
-
-  /// The one frame to write now to `connection`, or nil when it is up to date.
-  /// Order: the snapshot, then the state (merged into one patch if it lags),
-  /// then acks and errors, so an ack never precedes its patch.
-  public func nextFrame(for connection: ConnectionID, now: Int64) -> [UInt8]? {
-    let slot = Int(connection)
-    guard let session = connections[slot]?.session else { return nil }
-    let handle = Int(session)
-    let seq = sessions[handle]!.machine.seq
-    // The hot path, once per viewer per tick: one patch behind, no snapshot
-    // owed. Fields are read and written in place, and the frame every such
-    // viewer shares is returned without copying its bytes.
-    if connections[slot]!.sentSeq &+ 1 == seq && !connections[slot]!.needsSnapshot {
-      connections[slot]!.sentSeq = seq
-      if !sessions[handle]!.patchFrameFresh { encodeLatestPatch(handle) }
-      return sessions[handle]!.patchFrame
-    }
-    return catchUpFrame(slot, handle: handle, now: now)
-  }
-
-  /// Encodes a session's latest patch, reusing the buffer. Lazy, so a session
-  /// nobody watches never encodes its ticks.
-  private func encodeLatestPatch(_ handle: Int) {
-    let machine = sessions[handle]!.machine
-    let patch = Patch(
-      seq: machine.seq, fields: machine.changes(since: machine.seq - 1), state: machine.published)
-    sessions[handle]!.patchFrame.removeAll(keepingCapacity: true)
-    WireCodec.appendPatch(patch, to: &sessions[handle]!.patchFrame)
-    sessions[handle]!.patchFrameFresh = true
-  }
-
-  /// Everything but the hot path: the snapshot, a merged patch for a viewer
-  /// that lags, then acks, errors and pongs.
-  private func catchUpFrame(_ slot: Int, handle: Int, now: Int64) -> [UInt8]? {
-    let machine = sessions[handle]!.machine
-    if connections[slot]!.needsSnapshot {
-      connections[slot]!.needsSnapshot = false
-      connections[slot]!.sentSeq = machine.seq
-      let control: WireCodec.Control? =
-        switch config.control {
-        case .open: nil
-        case .key:
-          connections[slot]!.isController
-            ? .controller(key: controllerKeys[handle].hex) : .viewer
-        }
-      return WireCodec.snapshot(
-        session: sessions[handle]!.id, epoch: epoch, seq: machine.seq, serverTime: now,
-        state: machine.published, control: control)
-    }
-    let from = connections[slot]!.sentSeq
-    if from < machine.seq {
-      connections[slot]!.sentSeq = machine.seq
-      let key = Int32(handle)
-      if let merged = mergedFrames[key], merged.from == from, merged.to == machine.seq {
-        return merged.frame
-      }
-      let frame = WireCodec.patch(
-        Patch(seq: machine.seq, fields: machine.changes(since: from), state: machine.published))
-      mergedFrames[key] = MergedFrame(from: from, to: machine.seq, frame: frame)
-      return frame
-    }
-    guard !connections[slot]!.replies.isEmpty else { return nil }
-    switch connections[slot]!.replies.removeFirst() {
-    case .frame(let frame): return frame
-    case .pong(let t): return WireCodec.pong(t: t, serverTime: now)
+      transition(handle) { $0.advance(now: now) }
     }
   }
 
-  /// Whether `connection` still has something to write after the last frame.
-  public func hasPending(_ connection: ConnectionID) -> Bool {
-    let slot = Int(connection)
-    guard let session = connections[slot]?.session else { return false }
-    return connections[slot]!.needsSnapshot
-      || connections[slot]!.sentSeq < sessions[Int(session)]!.machine.seq
-      || !connections[slot]!.replies.isEmpty
+  // MARK: The command path
+
+  private func dispatch(_ pending: PendingCommand, now: Int64) {
+    let ticket = Ticket(nextTicket)
+    nextTicket += 1
+    let session = sessions[pending.session]
+    let request = SequenceRequest(
+      ticket: ticket, session: session.id, command: pending.command,
+      current: session.machine.record, keyHash: keyHash(of: pending.session), now: now)
+    switch sequencer.sequence(request) {
+    case .done(let outcome):
+      finish(pending, outcome, now: now)
+    case .pending:
+      inFlight[ticket] = pending
+      sessions[pending.session].commandInFlight = true
+      stats.commandsInFlight += 1
+    }
+  }
+
+  /// Applies a sequenced command's outcome: the patch first, then the reply.
+  private func finish(_ pending: PendingCommand, _ outcome: SequenceOutcome, now: Int64) {
+    let op = pending.command.op
+    let answer: [UInt8]
+    switch outcome {
+    case .applied(let record):
+      transition(pending.session) { $0.adopt(record, now: now) }
+      stats.countCommand(op, result: "ok")
+      answer = WireCodec.ack(id: pending.id, seq: sessions[pending.session].machine.seq)
+    case .rejected(let code):
+      stats.countCommand(op, result: code.rawValue)
+      answer = WireCodec.error(CommandError(code, Self.explain(code), id: pending.id))
+    case .unavailable(let message):
+      stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
+      answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
+    }
+    // The commanding connection may have gone, and its slot been reused.
+    guard let connection = connections.get(pending.connection),
+      connection.serial == pending.serial
+    else { return }
+    reply(.frame(answer), to: pending.connection.index)
+  }
+
+  private func keyHash(of handle: SessionHandle) -> KeyHash? {
+    Int(handle.index) < keyHashes.count ? keyHashes[Int(handle.index)] : nil
   }
 
   // MARK: Internals
 
-  private static func explain(_ code: ErrorCode) -> String {
+  static func explain(_ code: ErrorCode) -> String {
     switch code {
     case .busy: "a countdown is already running in this session"
     case .notRunning: "no countdown is running in this session"
+    case .notPaused: "the countdown in this session is not paused"
     case .badRequest: "the command's fields are out of range"
     case .badJSON: "the message is not valid JSON"
     case .forbidden: "only a controller of this session may do that"
     case .rateLimited: "too many commands"
     case .tooManySessions: "the server has as many sessions as it allows"
+    case .unavailable: "the server cannot store commands right now; try again"
     }
   }
 
@@ -358,69 +354,85 @@ public final class Hub {
     WireCodec.error(CommandError(code, Self.explain(code)))
   }
 
-  private func replyError(_ code: ErrorCode, id: CommandID?, to connection: ConnectionID) {
-    reply(.frame(WireCodec.error(CommandError(code, Self.explain(code), id: id))), to: connection)
+  func reply(_ reply: Reply, to id: ConnectionID) {
+    let handle = ConnectionHandle(id)
+    guard connections[handle].replies.count < Self.maxPendingReplies else { return }
+    connections[handle].replies.append(reply)
+    dirtyConnections.append(id)
   }
 
-  private func reply(_ reply: Reply, to connection: ConnectionID) {
-    guard connections[Int(connection)]!.replies.count < Self.maxPendingReplies else { return }
-    connections[Int(connection)]!.replies.append(reply)
-    dirtyConnections.append(connection)
-  }
-
-  private func apply(_ action: SessionStateMachine.Action, to handle: Int32) {
+  /// Runs one event on a session's machine, keeps the phase counts true, and
+  /// acts on what the machine says.
+  private func transition(
+    _ handle: SessionHandle, _ event: (inout SessionStateMachine) -> SessionStateMachine.Action
+  ) {
+    let before = sessions[handle].machine.phase
+    let action = event(&sessions[handle].machine)
+    let after = sessions[handle].machine.phase
+    if before != after {
+      stats.sessionsByPhase[before.index] -= 1
+      stats.sessionsByPhase[after.index] += 1
+    }
     switch action {
-    case .broadcast(let patch, let next):
-      if !sessions[Int(handle)]!.dirty {
-        sessions[Int(handle)]!.dirty = true
+    case .broadcast(_, let next):
+      if !sessions[handle].dirty {
+        sessions[handle].dirty = true
         dirtySessions.append(handle)
       }
-      sessions[Int(handle)]!.patchFrameFresh = false
-      heap.set(handle, to: next)
-      observer?.hub(published: patch, session: sessions[Int(handle)]!.id)
+      sessions[handle].patchFrameFresh = false
+      heap.set(handle.index, to: next)
     case .schedule(let next):
-      heap.set(handle, to: next)
+      heap.set(handle.index, to: next)
     case .expire:
-      forget(handle)
+      if !forget(handle) {
+        // A command is still with the sequencer: look again a second on.
+        heap.set(handle.index, to: (sessions[handle].machine.nextDeadline ?? 0) + 1000)
+      }
     case .reject:
       break
     }
   }
 
-  private func createSession(_ id: String, now: Int64) -> Int32 {
-    let handle = allocate(
-      Session(id: id, machine: SessionStateMachine(config: sessionConfig, now: now)),
-      in: &sessions, free: &freeSessions)
+  private func insertSession(
+    _ id: String, machine: SessionStateMachine, keyHash: KeyHash?
+  ) -> SessionHandle {
+    let handle = sessions.insert(Session(id: id, machine: machine))
     if config.control == .key {
-      let key = ControllerKey.generate()
-      if Int(handle) < controllerKeys.count {
-        controllerKeys[Int(handle)] = key
-      } else {
-        controllerKeys.append(key)
+      let slot = Int(handle.index)
+      if slot >= keyHashes.count {
+        keyHashes.append(contentsOf: repeatElement(nil, count: slot - keyHashes.count + 1))
       }
+      keyHashes[slot] = keyHash
     }
     sessionIndex[id] = handle
-    sessionCount += 1
+    stats.sessionsCreated += 1
+    stats.sessionsByPhase[machine.phase.index] += 1
     return handle
   }
 
-  private func forget(_ handle: Int32) {
-    guard let session = sessions[Int(handle)], session.viewers.isEmpty else { return }
-    heap.set(handle, to: nil)
+  private func forget(_ handle: SessionHandle) -> Bool {
+    let session = sessions[handle]
+    guard session.viewers.isEmpty, !session.commandInFlight else { return false }
+    heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
-    sessions[Int(handle)] = nil
+    _ = sessions.remove(handle)
     mergedFrames[handle] = nil
-    freeSessions.append(handle)
-    sessionCount -= 1
-    observer?.hub(forgot: session.id)
+    if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
+    stats.sessionsForgotten += 1
+    stats.sessionsByPhase[session.machine.phase.index] -= 1
+    sequencer.forgot(session: session.id)
+    return true
   }
+}
 
-  private func allocate<T>(_ value: T, in slab: inout [T?], free: inout [Int32]) -> Int32 {
-    if let reused = free.popLast() {
-      slab[Int(reused)] = value
-      return reused
+extension Phase {
+  /// Position in `Phase.allCases`, for per-phase counters.
+  var index: Int {
+    switch self {
+    case .idle: 0
+    case .running: 1
+    case .paused: 2
+    case .finished: 3
     }
-    slab.append(value)
-    return Int32(slab.count - 1)
   }
 }

@@ -10,20 +10,27 @@ public struct SessionConfig: Equatable, Sendable {
   public var viewerPatchIntervalMs: Int64
   /// An idle or finished session with no viewers is forgotten after this many ms.
   public var idleExpiryMs: Int64
+  /// A paused session with no viewers is kept this long: someone means to resume it.
+  public var pausedExpiryMs: Int64
 
-  public static let secondsRange = 1...86_400
+  public static let secondsRange = SessionRecord.secondsRange
   public static let maxFinishedLabelLength = 64
+  /// Viewer-count patches to one session cost at most about this many frames a
+  /// second: a big audience gets its count less often, so a join storm costs
+  /// O(viewers) frames rather than O(viewers × patches).
+  public static let viewerFramesPerSecond: Int64 = 4000
 
   public init(
     defaultSeconds: Int = 5, idleLabel: String = "Ready",
     finishedLabel: String = "Countdown finished", viewerPatchIntervalMs: Int64 = 250,
-    idleExpiryMs: Int64 = 60_000
+    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000
   ) {
     self.defaultSeconds = defaultSeconds
     self.idleLabel = idleLabel
     self.finishedLabel = finishedLabel
     self.viewerPatchIntervalMs = viewerPatchIntervalMs
     self.idleExpiryMs = idleExpiryMs
+    self.pausedExpiryMs = pausedExpiryMs
   }
 
   /// One immutable copy that every state machine of a hub points at, so a
@@ -37,13 +44,16 @@ public struct SessionConfig: Equatable, Sendable {
 /// One countdown session, as a value: the seed's `showIndicator`/`hideIndicator`
 /// plus a deadline, with every change published as a numbered patch.
 ///
-/// Each event is one `mutating func` taking the current time, so a whole
-/// countdown runs in a test without waiting. The caller acts on the returned
-/// `Action` and calls `advance(now:)` at (or after) the deadline it names.
+/// Commands reach it only as durable records (`adopt`), made by
+/// `SessionRecord.applying` at the time the sequencer fixed, so a command
+/// replayed from storage or another instance yields the same state. Each
+/// event is one `mutating func` taking the current time, so a whole countdown
+/// runs in a test without waiting. The caller acts on the returned `Action`
+/// and calls `advance(now:)` at (or after) the deadline it names.
 ///
-/// A server may hold a million of these, so the stored form is compact (about
-/// 90 bytes): the published state is derived on demand from the phase, three
-/// 32-bit counts and the run's own finished label, never stored as strings.
+/// A server may hold a million of these, so the stored form is compact: the
+/// published state is derived on demand from the phase, a few 32-bit counts
+/// and the run's own finished label, never stored as strings.
 public struct SessionStateMachine: Sendable {
   /// What the owner of a session must do after an event.
   public enum Action: Equatable, Sendable {
@@ -53,7 +63,7 @@ public struct SessionStateMachine: Sendable {
     case schedule(next: Int64?)
     /// Refuse the command; the session is unchanged.
     case reject(ErrorCode)
-    /// The session has been idle with no viewers long enough to be forgotten.
+    /// The session has been quiet with no viewers long enough to be forgotten.
     case expire
   }
 
@@ -61,6 +71,7 @@ public struct SessionStateMachine: Sendable {
   private enum State: Sendable {
     case idle
     case running(endsAt: Int64, finishedLabel: String?)
+    case paused(remainingMs: Int64, finishedLabel: String?)
     case finished(label: String?)
   }
 
@@ -68,9 +79,18 @@ public struct SessionStateMachine: Sendable {
   /// patches exactly; a viewer further behind is sent every field.
   public static let mergeWindow = 8
 
+  /// Patches a session can publish per second without a command (a tick and
+  /// a viewer count): with the time since a stored record, it bounds the seq
+  /// a restart must skip past so that seq never goes back.
+  public static let maxUnstoredPatchesPerSecond: UInt64 = 5
+
   private let config: SessionConfig.Shared
   private var state: State = .idle
   public private(set) var seq: UInt64 = 0
+  /// Commands applied: the record's revision.
+  public private(set) var revision: UInt64 = 0
+  /// When the last command was sequenced, for the record.
+  private var updatedAt: Int64 = 0
   /// The fields of patch `s` at slot `s % mergeWindow`.
   private var recentFields = InlineArray<8, FieldSet>(repeating: [])
   /// What viewers were last told; the label is derived from these and `state`.
@@ -80,7 +100,7 @@ public struct SessionStateMachine: Sendable {
   /// Open connections now; `publishedViewers` trails it by the merge interval.
   private var liveViewers: Int32 = 0
   private var lastViewerPatchAt = Int64.min / 2
-  /// When the session last became idle-or-finished with no viewers.
+  /// When the session last became quiet (not running) with no viewers.
   private var quietSince: Int64
 
   /// A machine that points at a hub's shared settings.
@@ -94,9 +114,46 @@ public struct SessionStateMachine: Sendable {
     self.init(config: SessionConfig.Shared(config), now: now)
   }
 
+  /// A session brought back from its durable record at `now`: a run whose
+  /// deadline has passed comes back finished, and `seq` starts past every
+  /// patch that could have been sent since the record was written.
+  public init(restoring record: SessionRecord, config: SessionConfig.Shared, now: Int64) {
+    self.init(config: config, now: now)
+    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
+    seq = record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond
+    take(record.settled(at: now), now: now)
+  }
+
   public var isRunning: Bool {
     if case .running = state { return true }
     return false
+  }
+
+  public var phase: Phase {
+    switch state {
+    case .idle: .idle
+    case .running: .running
+    case .paused: .paused
+    case .finished: .finished
+    }
+  }
+
+  /// The session's durable facts now: what a store keeps.
+  public var record: SessionRecord {
+    var record = SessionRecord(
+      phase: phase, duration: Int(duration), seq: seq, revision: revision, updatedAt: updatedAt)
+    switch state {
+    case .idle: break
+    case .running(let endsAt, let label):
+      record.endsAt = endsAt
+      record.finishedLabel = label
+    case .paused(let remainingMs, let label):
+      record.remainingMs = remainingMs
+      record.finishedLabel = label
+    case .finished(let label):
+      record.finishedLabel = label
+    }
+    return record
   }
 
   /// The state every viewer has been (or is being) sent, at `seq`.
@@ -108,7 +165,12 @@ public struct SessionStateMachine: Sendable {
     case .running(let endsAt, _):
       return CountdownState(
         phase: .running, spinner: true, enabled: false, label: String(remaining),
-        remaining: Int(remaining), duration: Int(duration), endsAt: endsAt,
+        remaining: Int(remaining), duration: Int(duration), endsAt: endsAt, remainingMs: nil,
+        viewers: Int(publishedViewers))
+    case .paused(let remainingMs, _):
+      return CountdownState(
+        phase: .paused, spinner: false, enabled: true, label: String(remaining),
+        remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
         viewers: Int(publishedViewers))
     case .finished(let label):
       return settled(.finished, label: label ?? settings.finishedLabel)
@@ -119,28 +181,59 @@ public struct SessionStateMachine: Sendable {
   private func settled(_ phase: Phase, label: String) -> CountdownState {
     CountdownState(
       phase: phase, spinner: false, enabled: true, label: label, remaining: 0,
-      duration: Int(duration), endsAt: nil, viewers: Int(publishedViewers))
+      duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers))
+  }
+
+  /// A sequenced command's record: the session takes it and publishes the
+  /// difference. A record no newer than the session's (a replay) changes nothing.
+  public mutating func adopt(_ record: SessionRecord, now: Int64) -> Action {
+    guard record.revision > revision else { return .schedule(next: nextDeadline) }
+    let before = published
+    take(record.settled(at: now), now: now)
+    return publishing(from: before, now: now)
+  }
+
+  /// Applies a command here and now, without a sequencer: tests and tools.
+  public mutating func apply(_ command: SessionCommand, now: Int64) -> Action {
+    switch record.applying(command, at: now) {
+    case .failure(let code): return .reject(code)
+    case .success(let next): return adopt(next, now: now)
+    }
   }
 
   /// Someone pressed Start.
   public mutating func start(seconds: Int, finishedLabel: String?, now: Int64) -> Action {
-    guard !isRunning else { return .reject(.busy) }
-    guard SessionConfig.secondsRange.contains(seconds) else { return .reject(.badRequest) }
-    let before = published
-    state = .running(endsAt: now + Int64(seconds) * 1000, finishedLabel: finishedLabel)
-    remaining = Int32(seconds)
-    duration = Int32(seconds)
-    publishedViewers = liveViewers
-    return publishing(from: before, now: now)
+    apply(.start(.seconds(seconds), finishedLabel: finishedLabel), now: now)
   }
 
   /// Someone pressed Cancel.
   public mutating func cancel(now: Int64) -> Action {
-    guard isRunning else { return .reject(.notRunning) }
-    let before = published
-    state = .idle
-    stopRunning(now: now)
-    return publishing(from: before, now: now)
+    apply(.cancel, now: now)
+  }
+
+  private mutating func take(_ record: SessionRecord, now: Int64) {
+    revision = record.revision
+    updatedAt = record.updatedAt
+    duration = Int32(clamping: record.duration)
+    switch record.phase {
+    case .running:
+      let endsAt = record.endsAt ?? now
+      state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
+      remaining = Int32(SessionRecord.wholeSeconds(endsAt - now))
+    case .paused:
+      let left = record.remainingMs ?? 0
+      state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
+      remaining = Int32(SessionRecord.wholeSeconds(left))
+    case .idle:
+      state = .idle
+      remaining = 0
+    case .finished:
+      state = .finished(label: record.finishedLabel)
+      remaining = 0
+    }
+    // A command's patch carries the viewer count as it is now.
+    publishedViewers = liveViewers
+    if liveViewers == 0 && !isRunning { quietSince = now }
   }
 
   /// The number of open connections changed.
@@ -163,11 +256,13 @@ public struct SessionStateMachine: Sendable {
       let left = endsAt - now
       if left <= 0 {
         state = .finished(label: finishedLabel)
-        stopRunning(now: now)
+        remaining = 0
+        publishedViewers = liveViewers
+        if liveViewers == 0 { quietSince = now }
         changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
-        let next = Int32((left + 999) / 1000)
+        let next = Int32(SessionRecord.wholeSeconds(left))
         changed = next != remaining
         remaining = next
       }
@@ -178,10 +273,18 @@ public struct SessionStateMachine: Sendable {
     if changed || publishedViewers != before.viewers {
       return publishing(from: before, now: now)
     }
-    if !isRunning && liveViewers == 0 && now >= quietSince + config.value.idleExpiryMs {
-      return .expire
-    }
+    if let expiry = expiresAt, now >= expiry { return .expire }
     return .schedule(next: nextDeadline)
+  }
+
+  /// When a session nobody watches may be forgotten, if it may.
+  private var expiresAt: Int64? {
+    guard liveViewers == 0 else { return nil }
+    switch state {
+    case .running: return nil
+    case .paused: return quietSince + config.value.pausedExpiryMs
+    case .idle, .finished: return quietSince + config.value.idleExpiryMs
+    }
   }
 
   /// The fields that changed after `seq`: one patch that brings a viewer from
@@ -199,31 +302,35 @@ public struct SessionStateMachine: Sendable {
     return set
   }
 
+  /// When the next tick (or the finish) of a run is due.
+  public var nextTickDue: Int64? {
+    guard case .running(let endsAt, _) = state else { return nil }
+    return endsAt - Int64(remaining - 1) * 1000
+  }
+
   /// When this session next needs `advance(now:)`, if ever.
   public var nextDeadline: Int64? {
     var deadline: Int64?
     func consider(_ time: Int64) { deadline = min(deadline ?? time, time) }
-    if case .running(let endsAt, _) = state {
-      // The patch for remaining = r is due at endsAt − r s.
-      consider(endsAt - Int64(remaining - 1) * 1000)
-    }
+    // The patch for remaining = r is due at endsAt − r s.
+    if let tick = nextTickDue { consider(tick) }
     if liveViewers != publishedViewers {
-      consider(lastViewerPatchAt + config.value.viewerPatchIntervalMs)
+      consider(lastViewerPatchAt + viewerPatchIntervalMs)
     }
-    if !isRunning && liveViewers == 0 {
-      consider(quietSince + config.value.idleExpiryMs)
-    }
+    if let expiry = expiresAt { consider(expiry) }
     return deadline
   }
 
-  private func viewerPatchAllowed(now: Int64) -> Bool {
-    now >= lastViewerPatchAt + config.value.viewerPatchIntervalMs
+  /// The configured interval, stretched for a big audience so that a count
+  /// patch costs at most `viewerFramesPerSecond` frames a second.
+  private var viewerPatchIntervalMs: Int64 {
+    max(
+      config.value.viewerPatchIntervalMs,
+      Int64(liveViewers) * 1000 / SessionConfig.viewerFramesPerSecond)
   }
 
-  private mutating func stopRunning(now: Int64) {
-    remaining = 0
-    publishedViewers = liveViewers
-    if liveViewers == 0 { quietSince = now }
+  private func viewerPatchAllowed(now: Int64) -> Bool {
+    now >= lastViewerPatchAt + viewerPatchIntervalMs
   }
 
   /// Numbers and records the change from `before` to the state now, if any.

@@ -19,11 +19,13 @@ public struct CountdownState: Equatable, Sendable {
   public var duration: Int
   /// Epoch milliseconds of the deadline while running.
   public var endsAt: Int64?
+  /// The exact time left while paused.
+  public var remainingMs: Int64?
   public var viewers: Int
 
   public init(
     phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int, duration: Int,
-    endsAt: Int64?, viewers: Int
+    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int
   ) {
     self.phase = phase
     self.spinner = spinner
@@ -32,6 +34,7 @@ public struct CountdownState: Equatable, Sendable {
     self.remaining = remaining
     self.duration = duration
     self.endsAt = endsAt
+    self.remainingMs = remainingMs
     self.viewers = viewers
   }
 
@@ -45,6 +48,7 @@ public struct CountdownState: Equatable, Sendable {
     if remaining != old.remaining { set.insert(.remaining) }
     if duration != old.duration { set.insert(.duration) }
     if endsAt != old.endsAt { set.insert(.endsAt) }
+    if remainingMs != old.remainingMs { set.insert(.remainingMs) }
     if viewers != old.viewers { set.insert(.viewers) }
     return set
   }
@@ -52,8 +56,8 @@ public struct CountdownState: Equatable, Sendable {
 
 /// A set of state fields, one bit each: what a patch carries.
 public struct FieldSet: OptionSet, Hashable, Sendable {
-  public let rawValue: UInt8
-  public init(rawValue: UInt8) { self.rawValue = rawValue }
+  public let rawValue: UInt16
+  public init(rawValue: UInt16) { self.rawValue = rawValue }
 
   public static let phase = FieldSet(rawValue: 1 << 0)
   public static let spinner = FieldSet(rawValue: 1 << 1)
@@ -63,8 +67,9 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let duration = FieldSet(rawValue: 1 << 5)
   public static let endsAt = FieldSet(rawValue: 1 << 6)
   public static let viewers = FieldSet(rawValue: 1 << 7)
+  public static let remainingMs = FieldSet(rawValue: 1 << 8)
 
-  public static let all: FieldSet = FieldSet(rawValue: 0xFF)
+  public static let all: FieldSet = FieldSet(rawValue: 0x1FF)
 }
 
 /// An RFC 7396 merge patch over a flat state: the changed fields, with their new values.

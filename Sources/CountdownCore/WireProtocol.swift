@@ -1,19 +1,26 @@
 /// The `code` of an error message, as documented in the README.
-public enum ErrorCode: String, Error, Equatable, Sendable {
+public enum ErrorCode: String, Error, Equatable, Sendable, CaseIterable {
   case badJSON = "bad_json"
   case badRequest = "bad_request"
   case busy
   case notRunning = "not_running"
+  case notPaused = "not_paused"
   case rateLimited = "rate_limited"
   case forbidden
   case tooManySessions = "too_many_sessions"
+  /// Storage or the cluster could not take the command; nothing changed.
+  case unavailable
 }
 
 /// A command from a client, decoded and validated.
 public enum ClientCommand: Equatable, Sendable {
-  /// `seconds` is nil when the client left it out: the server's default applies.
-  case start(seconds: Int?, finishedLabel: String?)
+  /// `length` is nil when the client named neither `seconds` nor `until`:
+  /// the server's default applies.
+  case start(StartLength?, finishedLabel: String?)
   case cancel
+  case pause
+  case resume
+  case adjust(seconds: Int)
   /// Clock-offset probe: `t` is the client's send time, echoed verbatim in the pong.
   case ping(t: String)
 }
@@ -59,6 +66,9 @@ public struct ClientMessage: Equatable, Sendable {
 
 /// Turns client text into commands, and state into server messages.
 public enum WireCodec {
+  /// The largest client message, counted across fragments (close 1009 past it).
+  public static let maxMessageBytes = 4096
+
   /// Decodes one text frame. Every failure names the error code the client gets.
   public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
     let value: JSONValue
@@ -95,14 +105,21 @@ public enum WireCodec {
     guard case .string(let op)? = fields["op"] else { return fail("op must be a string") }
     switch op {
     case "start":
-      var seconds: Int?
+      var length: StartLength?
       if let raw = fields["seconds"] {
-        guard let value = raw.integer, SessionConfig.secondsRange.contains(value) else {
+        guard let value = raw.integer, SessionRecord.secondsRange.contains(value) else {
           return fail(
-            "seconds must be an integer from \(SessionConfig.secondsRange.lowerBound) to \(SessionConfig.secondsRange.upperBound)"
+            "seconds must be an integer from \(SessionRecord.secondsRange.lowerBound) to \(SessionRecord.secondsRange.upperBound)"
           )
         }
-        seconds = value
+        length = .seconds(value)
+      }
+      if let raw = fields["until"] {
+        guard length == nil else { return fail("give seconds or until, not both") }
+        guard let value = raw.integer else {
+          return fail("until must be an integer: a deadline in epoch milliseconds")
+        }
+        length = .until(Int64(value))
       }
       var finishedLabel: String?
       if let raw = fields["finishedLabel"] {
@@ -115,10 +132,20 @@ public enum WireCodec {
         }
         finishedLabel = label
       }
-      return .success(
-        ClientMessage(command: .start(seconds: seconds, finishedLabel: finishedLabel), id: id))
+      return .success(ClientMessage(command: .start(length, finishedLabel: finishedLabel), id: id))
     case "cancel":
       return .success(ClientMessage(command: .cancel, id: id))
+    case "pause":
+      return .success(ClientMessage(command: .pause, id: id))
+    case "resume":
+      return .success(ClientMessage(command: .resume, id: id))
+    case "adjust":
+      let range = SessionRecord.adjustRange
+      guard let value = fields["seconds"]?.integer, value != 0, range.contains(value) else {
+        return fail(
+          "seconds must be a non-zero integer from \(range.lowerBound) to \(range.upperBound)")
+      }
+      return .success(ClientMessage(command: .adjust(seconds: value), id: id))
     case "ping":
       guard case .number(let t)? = fields["t"], t.utf8.count <= CommandID.maxNumberLength else {
         return fail("t must be a number of at most \(CommandID.maxNumberLength) characters")
@@ -260,6 +287,10 @@ public enum WireCodec {
     if fields.contains(.viewers) {
       key("\"viewers\":")
       writer.integer(state.viewers)
+    }
+    if fields.contains(.remainingMs) {
+      key("\"remainingMs\":")
+      if let left = state.remainingMs { writer.integer(left) } else { writer.raw("null") }
     }
     writer.raw("}")
   }

@@ -74,7 +74,9 @@ extension CountdownServer {
     partialMessages[slot].removeAll(keepingCapacity: false)
     let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
-    if case .close(let code, let reason) = outcome { return .close(code: code, reason: reason) }
+    if case .close(let code, let reason) = outcome {
+      return .close(code: code.rawValue, reason: reason)
+    }
     return .delivered
   }
 

@@ -1,3 +1,5 @@
+import CountdownCore
+
 /// What the network layer needs to know, already validated by the command line.
 public struct ServerConfig: Sendable {
   /// Address to listen on (an IP address or interface name).
@@ -7,7 +9,7 @@ public struct ServerConfig: Sendable {
   /// Directory whose files are served over HTTP.
   public var publicDirectory: String = "Public"
   /// Largest client message, counted across fragments, before close 1009.
-  public var maxMessageBytes: Int = 4096
+  public var maxMessageBytes: Int = WireCodec.maxMessageBytes
   /// Send a WebSocket ping after this much silence.
   public var pingAfterSeconds: Int = 20
   /// Hang up when nothing valid (not even a pong) arrived for this long.
@@ -17,7 +19,7 @@ public struct ServerConfig: Sendable {
   /// WebSocket connections at most, over all clients (HTTP 503 past it).
   public var maxConnections: Int = 19_500
   /// WebSocket connections at most from one IP address (HTTP 429 past it).
-  public var maxConnectionsPerIP: Int = 1024
+  public var maxConnectionsPerIP: Int = 4096
   /// Origins allowed to open a WebSocket besides the server's own; "*" allows any.
   public var allowedOrigins: [String] = []
   /// Serve the test-only echo route `/echo` (for the Autobahn conformance suite).

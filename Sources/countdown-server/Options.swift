@@ -25,7 +25,8 @@ struct Options {
       --max-connections N         WebSocket connections in all (default 19500);
                                   past it an upgrade gets HTTP 503.
       --max-connections-per-ip N  WebSocket connections from one address (default
-                                  1024); past it an upgrade gets HTTP 429.
+                                  4096, for audiences behind one NAT); past it an
+                                  upgrade gets HTTP 429.
       --max-sessions N            Live sessions (default 100000); joining a new one
                                   past it gets too_many_sessions and close 1013.
       --max-commands-per-second N Commands per connection per second (default 20);

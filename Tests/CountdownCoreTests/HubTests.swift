@@ -137,6 +137,7 @@ struct FakeViewer {
     #expect(
       fields == [
         "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers",
+        "remainingMs",
       ])
     #expect(slow.seq == fast.seq)
     #expect(slow.normalized == fast.normalized)
@@ -277,5 +278,174 @@ extension Hub {
       return -1
     }
     return id
+  }
+}
+
+/// A sequencer that holds every command until the test lets it through, as a
+/// store does until its commit: the seam's own contract, tested without disk.
+final class HeldSequencer: CommandSequencer {
+  var held: [SequenceRequest] = []
+  var forgotten: [String] = []
+  var created: [(String, KeyHash?)] = []
+
+  func sequence(_ request: SequenceRequest) -> SequenceResult {
+    held.append(request)
+    return .pending
+  }
+  func created(session: String, record: SessionRecord, keyHash: KeyHash?) {
+    created.append((session, keyHash))
+  }
+  func forgot(session: String) { forgotten.append(session) }
+
+  /// Completes the oldest held command as the local rules decide.
+  func release(_ hub: Hub, now: Int64) {
+    let request = held.removeFirst()
+    switch request.current.applying(request.command, at: request.now) {
+    case .success(let record): hub.complete(request.ticket, .applied(record), now: now)
+    case .failure(let code): hub.complete(request.ticket, .rejected(code), now: now)
+    }
+  }
+}
+
+@Suite struct CommandPathTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  func command(_ json: String) -> [UInt8] { Array(json.utf8) }
+
+  /// Viewers never see a held command's patch; the session keeps ticking meanwhile; patch then ack.
+  @Test func heldCommandIsInvisibleUntilComplete() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    var b = FakeViewer(id: hub.join("s", now: t0))
+    hub.receive(command(#"{"op":"start","seconds":10,"id":1}"#), from: a.id, now: t0)
+    a.read(from: hub, now: t0)
+    #expect(a.state["phase"] as? String == "idle")
+    #expect(sequencer.held.count == 1)
+    sequencer.release(hub, now: t0 + 5)
+    a.read(from: hub, now: t0 + 5)
+    b.read(from: hub, now: t0 + 5)
+    #expect(b.state["phase"] as? String == "running")
+    #expect(b.state["endsAt"] as? Int64 == t0 + 10_000)
+    // Pause is held while the run ticks on.
+    hub.receive(command(#"{"op":"pause","id":2}"#), from: a.id, now: t0 + 900)
+    hub.advance(now: t0 + 1000)
+    b.read(from: hub, now: t0 + 1000)
+    #expect(b.state["remaining"] as? Int == 9)
+    #expect(b.state["phase"] as? String == "running")
+    sequencer.release(hub, now: t0 + 1100)
+    a.read(from: hub, now: t0 + 1100)
+    b.read(from: hub, now: t0 + 1100)
+    // The record was made at the command's own time, not at the completion's.
+    #expect(b.state["remainingMs"] as? Int64 == 9100)
+    let types = a.messages.suffix(2).map { $0["type"] as? String }
+    #expect(types == ["patch", "ack"])
+    #expect(a.last("ack")?["seq"] as? UInt64 == a.seq)
+    #expect(hub.stats.commands["pause"]?["ok"] == 1)
+  }
+
+  /// An unavailable store answers `unavailable` and leaves the session as it was.
+  @Test func unavailableChangesNothing() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    a.read(from: hub, now: t0)
+    let seq = a.seq
+    hub.receive(command(#"{"op":"start","id":"x"}"#), from: a.id, now: t0)
+    let request = sequencer.held.removeFirst()
+    hub.complete(request.ticket, .unavailable("disk full"), now: t0 + 1)
+    a.read(from: hub, now: t0 + 1)
+    #expect(a.seq == seq)
+    #expect(a.last("error")?["code"] as? String == "unavailable")
+    #expect(a.last("error")?["id"] as? String == "x")
+    #expect(hub.record(of: "s")?.phase == .idle)
+    #expect(hub.stats.commands["start"]?["unavailable"] == 1)
+  }
+
+  /// Commands on one session wait behind the one in flight and run in order against its result.
+  @Test func commandsQueueInOrder() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    var a = FakeViewer(id: hub.join("s", now: t0))
+    hub.receive(command(#"{"op":"start","seconds":60,"id":1}"#), from: a.id, now: t0)
+    hub.receive(command(#"{"op":"start","seconds":60,"id":2}"#), from: a.id, now: t0 + 1)
+    hub.receive(command(#"{"op":"adjust","seconds":60,"id":3}"#), from: a.id, now: t0 + 2)
+    #expect(sequencer.held.count == 1)
+    sequencer.release(hub, now: t0 + 3)
+    #expect(sequencer.held.count == 1)
+    sequencer.release(hub, now: t0 + 4)
+    sequencer.release(hub, now: t0 + 5)
+    a.read(from: hub, now: t0 + 5)
+    let answers = a.messages.filter {
+      $0["type"] as? String != "patch" && $0["type"] as? String != "snapshot"
+    }
+    #expect(answers.map { $0["id"] as? Int } == [1, 2, 3])
+    #expect(answers.map { $0["type"] as? String } == ["ack", "error", "ack"])
+    #expect(answers[1]["code"] as? String == "busy")
+    #expect(hub.record(of: "s")?.duration == 120)
+    #expect(hub.stats.commandsInFlight == 0)
+  }
+
+  /// A late ack never reaches a new connection that took the closed one's slot.
+  @Test func lateAckSkipsReusedSlot() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    let keeper = hub.join("s", now: t0)
+    let leaver = hub.join("s", now: t0)
+    hub.receive(command(#"{"op":"start","id":1}"#), from: leaver, now: t0)
+    hub.disconnect(leaver, now: t0)
+    var newcomer = FakeViewer(id: hub.join("s", now: t0))
+    #expect(newcomer.id == leaver)
+    sequencer.release(hub, now: t0 + 1)
+    newcomer.read(from: hub, now: t0 + 1)
+    #expect(newcomer.last("ack") == nil)
+    #expect(newcomer.state["phase"] as? String == "running")
+    _ = keeper
+  }
+
+  /// A forgotten session is reported to the sequencer, and phase counts follow every session.
+  @Test func forgetAndPhaseCounts() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    let a = hub.join("s", now: t0)
+    hub.receive(command(#"{"op":"start","seconds":5}"#), from: a, now: t0)
+    sequencer.release(hub, now: t0)
+    #expect(hub.stats.sessionsByPhase == [0, 1, 0, 0])
+    hub.disconnect(a, now: t0)
+    for second in 1...5 { hub.advance(now: t0 + Int64(second) * 1000) }
+    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 1])
+    hub.advance(now: t0 + 5000 + SessionConfig().idleExpiryMs)
+    #expect(sequencer.forgotten == ["s"])
+    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 0])
+    #expect(hub.stats.sessionsCreated == 1 && hub.stats.sessionsForgotten == 1)
+    #expect(hub.stats.tickLatenessMs.count == 5)
+  }
+
+  /// Restored sessions resume their phase; in key mode the stored hash still admits the key.
+  @Test func restoreWithKey() {
+    let hub = Hub(config: HubConfig(control: .key))
+    guard
+      case .success(let record) = SessionRecord().applying(
+        .start(.seconds(60), finishedLabel: nil), at: t0)
+    else {
+      Issue.record("start refused")
+      return
+    }
+    hub.restore(
+      [StoredSession(id: "s", record: record, keyHash: KeyHash(of: "secret"))], now: t0 + 2000)
+    var controller = FakeViewer(id: hub.join("s", key: "secret", now: t0 + 2000))
+    var viewer = FakeViewer(id: hub.join("s", key: "wrong", now: t0 + 2000))
+    controller.read(from: hub, now: t0 + 2000)
+    viewer.read(from: hub, now: t0 + 2000)
+    #expect(controller.messages.first?["role"] as? String == "controller")
+    #expect(controller.messages.first?["key"] as? String == "secret")
+    #expect(viewer.messages.first?["role"] as? String == "viewer")
+    #expect(controller.state["remaining"] as? Int == 58)
+    hub.advance(now: t0 + 2999)
+    controller.read(from: hub, now: t0 + 2999)
+    #expect(controller.state["remaining"] as? Int == 58)
+    hub.advance(now: t0 + 3000)
+    controller.read(from: hub, now: t0 + 3000)
+    #expect(controller.state["remaining"] as? Int == 57)
   }
 }

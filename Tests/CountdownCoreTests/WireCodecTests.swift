@@ -17,14 +17,14 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
   /// A full start decodes with its seconds, label and numeric id.
   @Test func decodesStart() throws {
     let message = try decode(#"{"op":"start","seconds":5,"finishedLabel":"倒計時結束","id":7}"#).get()
-    #expect(message.command == .start(seconds: 5, finishedLabel: "倒計時結束"))
+    #expect(message.command == .start(.seconds(5), finishedLabel: "倒計時結束"))
     #expect(message.id.map { text($0.json) } == "7")
   }
 
   /// A start without seconds leaves them to the server's default; a string id is kept.
   @Test func decodesStartWithDefaults() throws {
     let message = try decode(#"{"op":"start","id":"a\"b"}"#).get()
-    #expect(message.command == .start(seconds: nil, finishedLabel: nil))
+    #expect(message.command == .start(nil, finishedLabel: nil))
     #expect(message.id.map { text($0.json) } == #""a\"b""#)
   }
 
@@ -69,7 +69,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     let long = String(repeating: "x", count: 65)
     #expect(
       try decode(#"{"op":"start","finishedLabel":"\#(ok)"}"#).get().command
-        == .start(seconds: nil, finishedLabel: ok))
+        == .start(nil, finishedLabel: ok))
     #expect(errorCode(#"{"op":"start","finishedLabel":"\#(long)"}"#) == .badRequest)
   }
 
@@ -112,7 +112,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
   }
 
-  /// The snapshot carries every field, endsAt as null when idle.
+  /// The snapshot carries every field, endsAt and remainingMs as null when idle.
   @Test func encodesSnapshot() {
     let state = CountdownState(
       phase: .idle, spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0,
@@ -121,7 +121,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
       text(
         WireCodec.snapshot(
           session: "team-a", epoch: "00ff", seq: 3, serverTime: 1234, state: state))
-        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2}}"#
+        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null}}"#
     )
   }
 

@@ -21,7 +21,9 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 SUBPROTOCOL = "countdown.v1"
-STATE_FIELDS = ("phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers")
+STATE_FIELDS = (
+    "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers", "remainingMs",
+)
 DEFAULT_TIMEOUT = 5.0
 
 
@@ -71,9 +73,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def norm_state(state: dict) -> dict:
-    """A state as a client reads it: a missing endsAt means null."""
+    """A state as a client reads it: a missing endsAt or remainingMs means null."""
     out = dict(state)
     out.setdefault("endsAt", None)
+    out.setdefault("remainingMs", None)
     return out
 
 
@@ -85,11 +88,17 @@ def check_state_shape(state: dict) -> None:
     s = norm_state(state)
     missing = [f for f in STATE_FIELDS if f not in s]
     assert not missing, f"state lacks fields {missing}: {state}"
-    assert s["phase"] in ("idle", "running", "finished"), s
+    assert s["phase"] in ("idle", "running", "paused", "finished"), s
     assert isinstance(s["spinner"], bool) and isinstance(s["enabled"], bool), s
     assert isinstance(s["label"], str), s
     assert is_int(s["remaining"]) and is_int(s["duration"]) and is_int(s["viewers"]), s
     assert s["endsAt"] is None or is_int(s["endsAt"]), s
+    assert (s["remainingMs"] is not None) is (s["phase"] == "paused"), f"remainingMs only while paused: {s}"
+    if s["phase"] == "paused":
+        assert is_int(s["remainingMs"]) and s["remainingMs"] > 0, s
+        assert s["endsAt"] is None, s
+        assert s["remaining"] == -(-s["remainingMs"] // 1000), s
+        assert s["label"] == str(s["remaining"]), s
     # Invariants from the contract.
     running = s["phase"] == "running"
     assert s["spinner"] is running, f"spinner must be true exactly while running: {s}"
@@ -97,7 +106,7 @@ def check_state_shape(state: dict) -> None:
     if running:
         assert s["endsAt"] is not None, s
         assert s["label"] == str(s["remaining"]), s
-    else:
+    elif s["phase"] != "paused":
         assert s["remaining"] == 0, s
         assert s["endsAt"] is None, s
 

@@ -34,6 +34,7 @@ async def test_first_snapshot_of_a_new_session(server, session_id):
         "duration": 0,
         "endsAt": None,
         "viewers": 1,
+        "remainingMs": None,
     }
     await a.close()
 

@@ -1,0 +1,68 @@
+/// WebSocket close codes the server sends (RFC 6455 §7.4.1). The page reads
+/// the same numbers from `Public/constants.js`; a unit test compares them.
+public enum CloseCode: UInt16, Sendable, CaseIterable {
+  case goingAway = 1001
+  case unsupportedData = 1003
+  case invalidPayload = 1007
+  case policyViolation = 1008
+  case messageTooBig = 1009
+  case tryAgainLater = 1013
+}
+
+/// The first step of the command path, per connection: rate-limit, decode,
+/// authorise. What comes out is a typed command for the sequencer, a ping to
+/// answer, or a refusal; nothing here touches a session.
+struct CommandGate {
+  enum Outcome: Equatable {
+    case command(SessionCommand, id: CommandID?)
+    case ping(t: String)
+    /// Answer with this error; `op` names the command for metrics, when known.
+    case refuse(CommandError, op: String?)
+    /// A sustained flood: close the connection.
+    case close(code: CloseCode, reason: String)
+  }
+
+  let isController: Bool
+  private var bucket: TokenBucket
+  private let rate: Double
+  private let floodCloseAfterMs: Int64
+  private let defaultSeconds: Int
+
+  init(isController: Bool, config: HubConfig, now: Int64) {
+    self.isController = isController
+    rate = config.commandsPerSecond
+    floodCloseAfterMs = config.floodCloseAfterMs
+    defaultSeconds = config.session.defaultSeconds
+    bucket = TokenBucket(rate: rate, now: now)
+  }
+
+  mutating func admit(_ text: [UInt8], now: Int64) -> Outcome {
+    guard bucket.take(rate: rate, now: now) else {
+      if let since = bucket.floodingSince, now - since >= floodCloseAfterMs {
+        return .close(code: .policyViolation, reason: "too many commands")
+      }
+      return .refuse(
+        CommandError(.rateLimited, "more than \(Int(rate)) commands a second"), op: nil)
+    }
+    let message: ClientMessage
+    switch WireCodec.decode(text) {
+    case .failure(let error): return .refuse(error, op: nil)
+    case .success(let decoded): message = decoded
+    }
+    let command: SessionCommand
+    switch message.command {
+    case .ping(let t): return .ping(t: t)
+    case .start(let length, let label):
+      command = .start(length ?? .seconds(defaultSeconds), finishedLabel: label)
+    case .cancel: command = .cancel
+    case .pause: command = .pause
+    case .resume: command = .resume
+    case .adjust(let seconds): command = .adjust(seconds: seconds)
+    }
+    guard isController else {
+      return .refuse(
+        CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: command.op)
+    }
+    return .command(command, id: message.id)
+  }
+}

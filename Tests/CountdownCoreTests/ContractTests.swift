@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+
+@testable import CountdownCore
+
+/// The page and the server share one contract, `Public/constants.js`; these
+/// tests read it and fail when the Swift side says anything else.
+@Suite struct ContractTests {
+  static func contract() throws -> [String: Any] {
+    let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .appendingPathComponent("../../Public/constants.js").standardized
+    let text = try String(contentsOf: url, encoding: .utf8)
+    let declaration = try #require(text.range(of: "CONTRACT = Object.freeze("))
+    let open = try #require(text[declaration.upperBound...].firstIndex(of: "{"))
+    let close = try #require(text.lastIndex(of: "}"))
+    let json = Data(text[open...close].utf8)
+    return try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
+  }
+
+  func range(_ value: Any?) -> ClosedRange<Int>? {
+    guard let object = value as? [String: Any], let min = object["min"] as? Int,
+      let max = object["max"] as? Int
+    else { return nil }
+    return min...max
+  }
+
+  /// Every error code, and only those, is in the page's list.
+  @Test func errorCodes() throws {
+    let page = try #require(try Self.contract()["errorCodes"] as? [String])
+    #expect(Set(page) == Set(ErrorCode.allCases.map(\.rawValue)))
+    #expect(page.count == ErrorCode.allCases.count)
+  }
+
+  /// Close codes match by value.
+  @Test func closeCodes() throws {
+    let page = try #require(try Self.contract()["closeCodes"] as? [String: Int])
+    #expect(Set(page.values) == Set(CloseCode.allCases.map { Int($0.rawValue) }))
+    #expect(page["policyViolation"] == Int(CloseCode.policyViolation.rawValue))
+    #expect(page["tryAgainLater"] == Int(CloseCode.tryAgainLater.rawValue))
+    #expect(page["goingAway"] == Int(CloseCode.goingAway.rawValue))
+  }
+
+  /// Command limits: seconds, adjust, until, the finished label and the message size.
+  @Test func limits() throws {
+    let contract = try Self.contract()
+    #expect(range(contract["seconds"]) == SessionRecord.secondsRange)
+    #expect(range(contract["adjustSeconds"]) == SessionRecord.adjustRange)
+    #expect(
+      range(contract["untilAheadMs"]).map { Int64($0.lowerBound)...Int64($0.upperBound) }
+        == SessionRecord.aheadMsRange)
+    #expect(contract["finishedLabelMaxLength"] as? Int == SessionConfig.maxFinishedLabelLength)
+    #expect(contract["maxMessageBytes"] as? Int == WireCodec.maxMessageBytes)
+  }
+
+  /// Phases, default labels, ops, the subprotocol and the session id rule.
+  @Test func vocabulary() throws {
+    let contract = try Self.contract()
+    #expect(contract["phases"] as? [String] == Phase.allCases.map(\.rawValue))
+    let labels = try #require(contract["labels"] as? [String: String])
+    #expect(labels["idle"] == SessionConfig().idleLabel)
+    #expect(labels["finished"] == SessionConfig().finishedLabel)
+    #expect(contract["subprotocol"] as? String == "countdown.v1")
+    #expect(contract["sessionIdMaxLength"] as? Int == SessionID.maxLength)
+    let ops = try #require(contract["ops"] as? [String])
+    for op in ops {
+      let text =
+        op == "adjust"
+        ? #"{"op":"adjust","seconds":1}"#
+        : op == "ping" ? #"{"op":"ping","t":1}"# : #"{"op":"\#(op)"}"#
+      #expect((try? WireCodec.decode(Array(text.utf8)).get()) != nil, "op \(op)")
+    }
+    let pattern = try #require(contract["sessionIdPattern"] as? String)
+    let regex = try Regex(pattern)
+    for id in [
+      "a", "A-b_9", String(repeating: "x", count: 64), "", "a b", "é",
+      String(repeating: "x", count: 65),
+    ] {
+      let pageAccepts = (try? regex.wholeMatch(in: id)) != nil
+      #expect(pageAccepts == SessionID.isValid(id), "id \(id)")
+    }
+  }
+}
