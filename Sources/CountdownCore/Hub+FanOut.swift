@@ -27,7 +27,8 @@ extension Hub {
   /// then acks and errors, so an ack never precedes its patch.
   public func nextFrame(for id: ConnectionID, now: Int64) -> [UInt8]? {
     let slot = ConnectionHandle(id)
-    guard let handle = connections.get(slot)?.session else { return nil }
+    guard connections.contains(slot) else { return nil }
+    let handle = connections[slot].session
     let seq = sessions[handle].machine.seq
     // The hot path, once per viewer per tick: one patch behind, no snapshot
     // owed. Fields are read and written in place, and the frame every such
@@ -43,10 +44,10 @@ extension Hub {
   /// Whether `connection` still has something to write after the last frame.
   public func hasPending(_ id: ConnectionID) -> Bool {
     let slot = ConnectionHandle(id)
-    guard let connection = connections.get(slot) else { return false }
-    return connection.needsSnapshot
-      || connection.sentSeq < sessions[connection.session].machine.seq
-      || !connection.replies.isEmpty
+    guard connections.contains(slot) else { return false }
+    return connections[slot].needsSnapshot
+      || connections[slot].sentSeq < sessions[connections[slot].session].machine.seq
+      || !connections[slot].replies.isEmpty
   }
 
   /// Encodes a session's latest patch, reusing the buffer. Lazy, so a session

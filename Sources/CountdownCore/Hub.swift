@@ -83,7 +83,7 @@ public final class Hub {
   }
 
   /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
-  public static let sessionSlotBytes = MemoryLayout<Session?>.stride
+  public static let sessionSlotBytes = MemoryLayout<Session>.stride + MemoryLayout<Bool>.stride
 
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
@@ -98,8 +98,11 @@ public final class Hub {
 
   let sessionConfig: SessionConfig.Shared
   let sequencer: any CommandSequencer
-  var sessions = Slab<Session>()
-  var connections = Slab<Connection>()
+  var sessions: Slab<Session>
+  var connections = Slab<Connection>(
+    vacant: Connection(
+      session: SessionHandle(-1), position: -1, serial: 0,
+      gate: CommandGate(isController: false, config: HubConfig(), now: 0)))
   /// By session handle; filled only in `--control key` mode. Never logged.
   var keyHashes: [KeyHash?] = []
   /// The key each controller is shown in its snapshot, until it is sent.
@@ -126,6 +129,8 @@ public final class Hub {
     self.epoch = epoch
     self.sequencer = sequencer
     self.sessionConfig = SessionConfig.Shared(config.session)
+    sessions = Slab(
+      vacant: Session(id: "", machine: SessionStateMachine(config: sessionConfig, now: 0)))
   }
 
   /// 64 random bits as hex: unique per history without a clock's help.
@@ -323,8 +328,8 @@ public final class Hub {
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
     }
     // The commanding connection may have gone, and its slot been reused.
-    guard let connection = connections.get(pending.connection),
-      connection.serial == pending.serial
+    guard connections.contains(pending.connection),
+      connections[pending.connection].serial == pending.serial
     else { return }
     reply(.frame(answer), to: pending.connection.index)
   }

@@ -5,53 +5,62 @@ public struct SlabHandle<Tag>: Hashable, Sendable {
   public init(_ index: Int32) { self.index = index }
 }
 
-/// Values in reusable slots, addressed by typed handles. A stale handle (its
-/// slot freed) reads as nil; writing through one traps with the element type
-/// named, in one place, instead of a bare force-unwrap at every use.
+/// Values in reusable slots, addressed by typed handles. Reading or writing
+/// through a stale handle (its slot freed) traps with the element type named,
+/// in one place, instead of a bare force-unwrap at every use.
+///
+/// Slots hold plain elements, not optionals, with a separate live flag: the
+/// accessors then project an element in place, where unwrapping an optional
+/// slot would copy it (and retain its arrays) on every read of the hot path.
 struct Slab<Element> {
-  private(set) var slots: [Element?] = []
+  private var slots: [Element] = []
+  private var live: [Bool] = []
   private var free: [Int32] = []
+  /// What a freed slot holds until it is reused: nothing worth retaining.
+  private let vacant: Element
   private(set) var count = 0
 
   typealias Handle = SlabHandle<Element>
+
+  init(vacant: Element) { self.vacant = vacant }
 
   mutating func insert(_ value: Element) -> Handle {
     count += 1
     if let reused = free.popLast() {
       slots[Int(reused)] = value
+      live[Int(reused)] = true
       return Handle(reused)
     }
     slots.append(value)
+    live.append(true)
     return Handle(Int32(slots.count - 1))
   }
 
+  /// Frees a slot and hands back what it held, or nil if it was already free.
   mutating func remove(_ handle: Handle) -> Element? {
-    guard let value = slots[Int(handle.index)] else { return nil }
-    slots[Int(handle.index)] = nil
+    guard contains(handle) else { return nil }
+    let index = Int(handle.index)
+    let value = slots[index]
+    slots[index] = vacant
+    live[index] = false
     free.append(handle.index)
     count -= 1
     return value
   }
 
   func contains(_ handle: Handle) -> Bool {
-    Int(handle.index) < slots.count && slots[Int(handle.index)] != nil
+    let index = Int(handle.index)
+    return index >= 0 && index < live.count && live[index]
   }
 
-  func get(_ handle: Handle) -> Element? {
-    Int(handle.index) < slots.count ? slots[Int(handle.index)] : nil
-  }
-
-  /// The live value; a freed slot is a bug in the caller's bookkeeping.
   subscript(handle: Handle) -> Element {
-    // Coroutine accessors project the slot in place: a plain getter would copy
-    // the element (and retain its arrays) on every read of the hot path.
     _read {
-      guard slots[Int(handle.index)] != nil else { Self.stale(handle) }
-      yield slots[Int(handle.index)]!
+      guard contains(handle) else { Self.stale(handle) }
+      yield slots[Int(handle.index)]
     }
     _modify {
-      guard slots[Int(handle.index)] != nil else { Self.stale(handle) }
-      yield &slots[Int(handle.index)]!
+      guard contains(handle) else { Self.stale(handle) }
+      yield &slots[Int(handle.index)]
     }
   }
 

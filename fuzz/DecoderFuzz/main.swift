@@ -64,12 +64,16 @@ private func fuzzDecode(_ bytes: [UInt8]) {
   case .success(let message):
     if let id = message.id { checkFrame(WireCodec.ack(id: id, seq: 1), "ack") }
     switch message.command {
-    case .start(let seconds, let label):
-      if let seconds { check(SessionConfig.secondsRange.contains(seconds), "seconds \(seconds)") }
+    case .start(let length, let label):
+      if case .seconds(let seconds)? = length {
+        check(SessionRecord.secondsRange.contains(seconds), "seconds \(seconds)")
+      }
       if let label {
         check(!label.isEmpty && label.count <= SessionConfig.maxFinishedLabelLength, "label")
       }
-    case .cancel:
+    case .adjust(let seconds):
+      check(seconds != 0 && SessionRecord.adjustRange.contains(seconds), "adjust \(seconds)")
+    case .cancel, .pause, .resume:
       break
     case .ping(let t):
       checkFrame(WireCodec.pong(t: t, serverTime: 0), "pong")

@@ -1,0 +1,288 @@
+"""Sessions survive restarts and crashes (issue 11): the built binary with a real SQLite
+file, killed with SIGKILL and restarted, and what reconnecting clients then see."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cdclient import Client, now_ms, run_async, settle
+from serverproc import server_binary, start_server
+
+RESTART_WITHIN_S = 1.0
+
+
+def sid(prefix: str = "d") -> str:
+    return prefix + uuid.uuid4().hex[:16]
+
+
+@pytest.fixture
+def data_dir():
+    d = tempfile.mkdtemp(prefix="countdown-data-")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def crash(srv) -> None:
+    """SIGKILL: no drain, no clean close, as a power cut or an OOM kill would."""
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait(timeout=5)
+
+
+def restart(srv, data: Path, *extra: str):
+    """A new process on the same port and the same database."""
+    return start_server("--port", str(srv.port), "--data", str(data), *extra)
+
+
+def rows(data: Path) -> int:
+    with sqlite3.connect(f"file:{data}?mode=ro", uri=True) as db:
+        return db.execute("SELECT count(*) FROM sessions").fetchone()[0]
+
+
+@run_async
+async def test_kill_9_restores_every_phase(data_dir):
+    """5 s, 60 s and 600 s runs and a paused one, each with a viewer; SIGKILL at second 2,
+    restart within 1 s: the same epoch, the original endsAt, the same remainingMs, seqs
+    not lower than before, and the 5 s run finished once its deadline has passed."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    ids = {"s5": sid(), "s60": sid(), "s600": sid(), "paused": sid()}
+    clients = {k: await Client.connect(srv.ws_url(v), name=k) for k, v in ids.items()}
+    epoch = clients["s5"].snapshot["epoch"]
+    ends = {}
+    for name, seconds in (("s5", 5), ("s60", 60), ("s600", 600), ("paused", 60)):
+        patch, _ = await clients[name].command({"op": "start", "seconds": seconds})
+        ends[name] = patch["endsAt"]
+    await clients["s5"].wait_state(lambda s: s["remaining"] <= 4, 3, "a tick")
+    frozen, _ = await clients["paused"].command({"op": "pause"})
+    await clients["s60"].wait_state(lambda s: s["remaining"] <= 58, 3, "second 2")
+    seen = {k: c.seq for k, c in clients.items()}
+    killed_at = time.monotonic()
+    crash(srv)
+    srv2 = restart(srv, data)
+    try:
+        assert time.monotonic() - killed_at < RESTART_WITHIN_S + 2.0
+        back = {k: await Client.connect(srv2.ws_url(v) + f"?since={seen[k]}", name=k) for k, v in ids.items()}
+        for name, c in back.items():
+            assert c.snapshot["epoch"] == epoch, (name, c.snapshot)
+            assert c.snapshot["seq"] >= seen[name], (name, seen[name], c.snapshot)
+        assert back["s60"].snapshot["state"]["endsAt"] == ends["s60"]
+        assert back["s600"].snapshot["state"]["endsAt"] == ends["s600"]
+        assert back["s60"].snapshot["state"]["phase"] == "running"
+        p = back["paused"].snapshot["state"]
+        assert p["phase"] == "paused" and p["remainingMs"] == frozen["remainingMs"], p
+        s5 = await back["s5"].wait_phase("finished", timeout=6)
+        assert now_ms() >= ends["s5"] - 50
+        assert s5["endsAt"] is None
+        for c in list(back.values()):
+            await c.close()
+    finally:
+        srv2.stop_and_check()
+
+
+@run_async
+async def test_acked_command_survives_kill_9(data_dir):
+    """Twenty times: SIGKILL the moment an ack arrives; after the restart that session
+    shows the command's effect (durable before ack)."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    try:
+        for round_index in range(20):
+            session = sid("a")
+            c = await Client.connect(srv.ws_url(session))
+            ops = [{"op": "start", "seconds": 300, "id": 1}]
+            if round_index % 2:
+                ops.append({"op": "pause", "id": 2})
+            for op in ops:
+                await c.send(op)
+                reply = await c.reply()
+                assert reply["type"] == "ack", reply
+            crash(srv)  # the moment the last ack arrived
+            expected = c.state
+            srv = restart(srv, data)
+            d = await Client.connect(srv.ws_url(session))
+            got = d.snapshot["state"]
+            assert got["phase"] == expected["phase"], (round_index, expected, got)
+            assert got.get("endsAt") == expected.get("endsAt"), (round_index, expected, got)
+            assert got.get("remainingMs") == expected.get("remainingMs"), (round_index, expected, got)
+            await d.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_thousand_sessions_survive_five_crashes(data_dir):
+    """1,000 running sessions survive five back-to-back SIGKILL restarts with identical endsAt."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    ids = [sid("r") for _ in range(1000)]
+
+    async def start_one(session: str) -> int:
+        c = await Client.connect(srv.ws_url(session), timeout=20)
+        patch, _ = await c.command({"op": "start", "seconds": 3600})
+        await c.close()
+        return patch["endsAt"]
+
+    async def read_one(session: str) -> int:
+        c = await Client.connect(srv.ws_url(session), timeout=20)
+        ends = c.snapshot["state"]["endsAt"]
+        await c.close()
+        return ends
+
+    expected = {}
+    for batch in range(0, len(ids), 100):
+        chunk = ids[batch:batch + 100]
+        expected.update(zip(chunk, await asyncio.gather(*(start_one(s) for s in chunk))))
+    try:
+        for _ in range(5):
+            crash(srv)
+            srv = restart(srv, data)
+        got = {}
+        for batch in range(0, len(ids), 100):
+            chunk = ids[batch:batch + 100]
+            got.update(zip(chunk, await asyncio.gather(*(read_one(s) for s in chunk))))
+        assert got == expected
+        assert rows(data) == 1000
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_forgotten_sessions_leave_no_rows(data_dir):
+    """10,000 sessions that each ran a command, then were left and forgotten, leave the row count at 0."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data), "--forget-after", "1")
+    try:
+        async def one() -> None:
+            c = await Client.connect(srv.ws_url(sid("f")), timeout=20)
+            await c.command({"op": "start", "seconds": 1})
+            await c.command({"op": "cancel"})
+            await c.close()
+
+        for _ in range(100):
+            await asyncio.gather(*(one() for _ in range(100)))
+        assert rows(data) > 0
+        deadline = time.monotonic() + 20
+        while rows(data) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # polling a file another process writes; no event to await
+        assert rows(data) == 0
+    finally:
+        srv.stop_and_check()
+
+
+def run_binary(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(server_binary()), "--port", "0", *args], capture_output=True, text=True, timeout=20,
+        stdin=subprocess.DEVNULL)
+
+
+def test_garbage_file_exits_2_unchanged(data_dir):
+    """A file that is not a SQLite database: exit 2, a message naming it, the bytes unchanged."""
+    data = data_dir / "garbage.db"
+    data.write_bytes(os.urandom(8192))
+    before = data.read_bytes()
+    r = run_binary("--data", str(data))
+    assert r.returncode == 2, r
+    assert str(data) in r.stderr, r.stderr
+    assert data.read_bytes() == before
+    assert not (data_dir / "garbage.db-wal").exists()
+
+
+def test_newer_schema_exits_2_unchanged(data_dir):
+    """A database from a newer server (higher user_version): exit 2, the file unchanged."""
+    data = data_dir / "newer.db"
+    with sqlite3.connect(data) as db:
+        db.execute("PRAGMA user_version = 999")
+        db.execute("CREATE TABLE future (x)")
+    before = data.read_bytes()
+    r = run_binary("--data", str(data))
+    assert r.returncode == 2, r
+    assert str(data) in r.stderr and "999" in r.stderr, r.stderr
+    assert data.read_bytes() == before
+
+
+def mount_tmpfs(path: Path, options: str) -> None:
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mounting a tmpfs was refused here: {r.stderr.strip()}")
+
+
+def umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_read_only_path_exits_2(data_dir):
+    """A database on a read-only mount (root ignores chmod): exit 2 with a clear message, file unchanged."""
+    mnt = data_dir / "ro"
+    mnt.mkdir()
+    mount_tmpfs(mnt, "size=4m")
+    try:
+        with sqlite3.connect(mnt / "countdown.db") as db:
+            db.execute("PRAGMA user_version = 1")
+        before = (mnt / "countdown.db").read_bytes()
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        for target in (mnt / "countdown.db", mnt / "new.db"):
+            r = run_binary("--data", str(target))
+            assert r.returncode == 2, r
+            assert str(target) in r.stderr, r.stderr
+            assert "read-only" in r.stderr.lower() or "readonly" in r.stderr.lower(), r.stderr
+        assert (mnt / "countdown.db").read_bytes() == before
+    finally:
+        umount(mnt)
+
+
+@run_async
+async def test_full_disk_refuses_commands_and_recovers(data_dir):
+    """On a full filesystem commands get `unavailable`, nothing half-applied is shown, a
+    running countdown keeps ticking and finishes; once space returns, commands work again."""
+    mnt = data_dir / "small"
+    mnt.mkdir()
+    mount_tmpfs(mnt, "size=2m")
+    srv = None
+    try:
+        srv = start_server("--data", str(mnt / "countdown.db"))
+        runner = await Client.connect(srv.ws_url(sid("run")), name="runner")
+        other = await Client.connect(srv.ws_url(sid("other")), name="other")
+        await runner.command({"op": "start", "seconds": 4})
+        filler = mnt / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        refused = None
+        for attempt in range(200):
+            seq = other.seq
+            await other.send({"op": "start", "seconds": 60, "id": attempt})
+            reply = await other.reply()
+            if reply["type"] == "error":
+                refused = reply
+                break
+            await other.command({"op": "cancel"})
+        assert refused is not None, "no command was refused on a full disk"
+        assert refused["code"] == "unavailable" and refused["message"], refused
+        assert other.seq == seq and other.state["phase"] != "running"
+        # The running countdown keeps ticking and finishes on its own.
+        await runner.wait_phase("finished", timeout=8)
+        assert srv.alive()
+        filler.unlink()
+        patch, _ = await other.command({"op": "start", "seconds": 60, "id": "after"}, timeout=10)
+        assert patch["phase"] == "running"
+        for c in (runner, other):
+            await c.close()
+    finally:
+        if srv is not None:
+            srv.stop_and_check()
+        umount(mnt)
