@@ -9,28 +9,35 @@
 // (see effectiveOffset in logic.js). Pure helpers live in logic.js.
 
 import {
+  ADJUST_STEP,
+  CONTRACT,
   SUBPROTOCOL,
   STRINGS,
   addClockSample,
   addressWithKey,
   backoffDelay,
   bestOffset,
+  buttonView,
   clockSample,
+  closeOutcome,
   controlOf,
   controlView,
   effectiveOffset,
   errorText,
+  isAdjust,
   labelSize,
   labelText,
+  labelWords,
+  localDateTime,
   msUntilNextChange,
   parseKey,
   parseSeconds,
   parseSession,
+  parseUntil,
   pickLang,
   reduceMessage,
   sessionUrl,
   shareLinks,
-  shouldReconnect,
   viewersText,
 } from "./logic.js";
 
@@ -45,16 +52,26 @@ const PING_BURST = 5; // pings per burst on each new connection
 const PING_GAP_MS = 150; // between the pings of a burst
 const RESYNC_MS = 60_000; // a short burst this often keeps the offset fresh and the link checked
 const COPIED_MS = 2000; // how long a Copy button says "Copied"
+const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
 
 const el = {
   root: document.documentElement,
   form: document.getElementById("controls"),
   start: document.getElementById("start"),
+  startText: document.getElementById("start-text"),
   spinnerText: document.getElementById("spinner-text"),
+  options: document.getElementById("options"),
+  startFields: document.getElementById("start-fields"),
+  mode: document.getElementById("mode"),
+  runControls: document.getElementById("run-controls"),
+  pause: document.getElementById("pause"),
+  minus: document.getElementById("minus"),
+  plus: document.getElementById("plus"),
   cancel: document.getElementById("cancel"),
   label: document.getElementById("label"),
+  labelWords: document.getElementById("label-words"),
   seconds: document.getElementById("seconds"),
-  secondsField: document.getElementById("seconds-field"),
+  until: document.getElementById("until"),
   session: document.getElementById("session"),
   viewers: document.getElementById("viewers"),
   status: document.getElementById("status"),
@@ -182,19 +199,22 @@ function dropSocket() {
 
 function onClose(ev) {
   forgetSocket();
-  if (!shouldReconnect(ev.code, ev.reason, ev.wasClean)) {
-    model.closedText = ev.code === 1008 ? t.refused : t.ended;
+  const { retry, why } = closeOutcome(ev.code, ev.reason, ev.wasClean);
+  if (!retry) {
+    model.closedText = t[why];
     setConn("closed");
     render();
     return;
   }
-  scheduleReconnect();
+  scheduleReconnect(why ? { kind: "error", text: t[why] } : null);
 }
 
 // Stays "reconnecting" while retrying (rather than flickering back to
 // "connecting" on each attempt) until a snapshot proves the link is live again.
-function scheduleReconnect() {
+// `message` says why the server let go, when it said so.
+function scheduleReconnect(message = null) {
   setConn("reconnecting");
+  if (message) model.message = message;
   render();
   clearTimeout(retryTimer);
   retryTimer = setTimeout(connect, backoffDelay(attempt++));
@@ -230,9 +250,11 @@ function onMessage(data) {
       if (!settle(msg.id)) return;
       break;
     case "error": {
-      // Only replies to this page's own commands are shown; anything else
-      // (an id we no longer wait for) is not the user's business.
-      if (!settle(msg.id)) return;
+      // Replies to this page's own commands are shown, and so are errors
+      // about this connection itself, which carry no id (rate_limited, and
+      // too_many_sessions just before a 1013 close). An id we no longer wait
+      // for is not the user's business.
+      if (msg.id != null && !settle(msg.id)) return;
       model.message = { kind: "error", text: errorText(msg, t) };
       break;
     }
@@ -247,7 +269,7 @@ function onState(msg, at) {
   const next = reduceMessage(held, msg, snapshotted);
   if (!next) return false;
   const first = msg.type === "snapshot" && !snapshotted;
-  const lostRun = next.restarted && model.state?.phase === "running";
+  const lostRun = next.restarted && ["running", "paused"].includes(model.state?.phase);
   if (next.restarted) {
     // A new epoch: the sessions we knew are gone. Drop every trace of the old
     // server (its clock samples too) so nothing old is ever drawn again.
@@ -369,27 +391,58 @@ function serverNow() {
 // ---- User actions ------------------------------------------------------------
 
 function onStart(ev) {
-  ev.preventDefault(); // the form exists so Enter in the seconds field starts
+  ev.preventDefault(); // the form exists so Enter in a field starts
   if (el.start.disabled) return;
-  const seconds = parseSeconds(el.seconds.value);
-  if (seconds === null) {
-    el.seconds.setAttribute("aria-invalid", "true");
-    model.message = { kind: "error", text: t.badSeconds };
-    render();
-    el.seconds.focus();
+  if (view().op === "resume") {
+    command("resume");
     return;
   }
-  el.seconds.removeAttribute("aria-invalid");
-  model.message = null;
+  const byUntil = el.mode.value === "until";
+  const input = byUntil ? el.until : el.seconds;
+  let fields;
+  let problem = null;
+  if (byUntil) {
+    const parsed = parseUntil(el.until.value, serverNow());
+    if (parsed.ok) fields = { until: parsed.until };
+    else problem = t.badUntil[parsed.why];
+  } else {
+    const seconds = parseSeconds(el.seconds.value);
+    if (seconds !== null) fields = { seconds };
+    else problem = t.badSeconds;
+  }
+  if (problem) {
+    input.setAttribute("aria-invalid", "true");
+    model.message = { kind: "error", text: problem };
+    render();
+    input.focus();
+    return;
+  }
+  input.removeAttribute("aria-invalid");
   // No finishedLabel: each viewer shows the default finish text in its own
   // language. A finishedLabel sent by another client is shown as is.
-  send("start", { seconds });
+  command("start", fields);
+}
+
+/** A press: clears the last message, sends, and shows the wait. */
+function command(op, fields = {}) {
+  model.message = null;
+  send(op, fields);
   render();
 }
 
-function onCancel() {
+function onAdjust(seconds) {
+  if (isAdjust(seconds)) command("adjust", { seconds });
+}
+
+// The until field offers a time a few minutes ahead rather than an empty
+// box, which a datetime-local input makes slow to fill in.
+function onMode() {
+  const byUntil = el.mode.value === "until";
+  if (byUntil && !el.until.value) {
+    const ahead = serverNow() + UNTIL_SUGGEST_MS;
+    el.until.value = localDateTime(Math.ceil(ahead / 60_000) * 60_000);
+  }
   model.message = null;
-  send("cancel");
   render();
 }
 
@@ -455,42 +508,52 @@ function statusText() {
   return t[model.conn];
 }
 
-function isPending(op) {
-  for (const p of pending.values()) if (p.op === op) return true;
-  return false;
+function pendingOps() {
+  return new Set([...pending.values()].map((p) => p.op));
+}
+
+/** The big button and the run's controls (buttonView in logic.js). */
+function view() {
+  return buttonView(model.state, { role: model.role, live: model.conn === "live", pending: pendingOps() });
 }
 
 function render() {
   const s = model.state;
   const live = model.conn === "live";
-  const running = s?.phase === "running";
-  const pressing = isPending("start");
-  // The spinner: the server's (a run is going on) or this page's own wait
-  // for the answer to its press.
-  const busy = Boolean(s?.spinner) || pressing;
+  const ops = pendingOps();
+  const v = view();
   const focused = document.activeElement;
 
-  if (busy) el.start.setAttribute("aria-busy", "true");
+  if (v.busy) el.start.setAttribute("aria-busy", "true");
   else el.start.removeAttribute("aria-busy");
-  el.start.disabled = busy || !s?.enabled || !live;
-  setText(el.spinnerText, s?.spinner ? t.busy : t.waiting);
-  el.seconds.disabled = busy;
+  el.start.disabled = v.disabled;
+  setText(el.startText, t[v.text]);
+  setText(el.spinnerText, v.waiting ? t.waiting : t.busy);
 
-  // The duration picker and Cancel take turns in one row.
-  el.secondsField.hidden = running;
-  el.cancel.hidden = !running;
-  el.cancel.disabled = !live || isPending("cancel");
+  // What to start with and the run's controls take turns in one row.
+  const byUntil = el.mode.value === "until";
+  el.startFields.hidden = v.run;
+  el.seconds.hidden = byUntil;
+  el.until.hidden = !byUntil;
+  for (const input of [el.mode, el.seconds, el.until]) input.disabled = v.busy;
+  el.runControls.hidden = !v.run;
+  el.pause.hidden = !v.pause;
+  el.pause.disabled = !live || ops.has("pause");
+  for (const b of [el.minus, el.plus]) b.disabled = !live;
+  el.cancel.disabled = !live || ops.has("cancel");
 
   // Disabling or hiding the focused control drops focus to <body>; hand it to
   // the control that now does the job so keyboard users keep their place.
-  const lostFocus =
-    (focused === el.start && el.start.disabled) || (focused === el.seconds && el.secondsField.hidden);
-  if (lostFocus && !el.cancel.hidden) el.cancel.focus();
-  else if (focused === el.cancel && el.cancel.hidden && !el.start.disabled) el.start.focus();
+  const gone = (node) => node.disabled || node.hidden || node.closest("[hidden]");
+  if (focused && focused !== document.body && el.form.contains(focused) && gone(focused)) {
+    const next = [el.start, el.pause, el.cancel, el.seconds, el.until].find((node) => !gone(node));
+    next?.focus();
+  }
 
   const sNow = serverNow();
   const label = labelText(s, sNow, t);
   setText(el.label, label);
+  setText(el.labelWords, s ? labelWords(s, sNow, t) : label);
   el.label.dataset.size = labelSize(label);
 
   setText(el.session, model.session);
@@ -514,7 +577,7 @@ function render() {
 function renderControl() {
   const view = controlView(model.role, model.key, model.offered);
   el.root.dataset.role = model.role ?? "";
-  el.form.hidden = !view.controls;
+  el.options.hidden = !view.controls;
   el.viewOnly.hidden = !view.viewOnly;
   setText(el.viewOnlyDetail, view.keyRejected ? t.keyRejected : t.viewOnlyDetail);
   el.share.hidden = !view.share;
@@ -532,6 +595,13 @@ function applyStrings() {
     const text = t[node.dataset.i18n];
     if (typeof text === "string") node.textContent = text;
   }
+  for (const node of document.querySelectorAll("[data-i18n-label]")) {
+    const text = t[node.dataset.i18nLabel];
+    if (typeof text === "string") node.setAttribute("aria-label", text);
+  }
+  // The form checks against the contract, not against numbers of its own.
+  el.seconds.min = String(CONTRACT.seconds.min);
+  el.seconds.max = String(CONTRACT.seconds.max);
 }
 
 // ---- Boot ------------------------------------------------------------------------
@@ -539,8 +609,14 @@ function applyStrings() {
 function main() {
   applyStrings();
   el.form.addEventListener("submit", onStart);
-  el.cancel.addEventListener("click", onCancel);
-  el.seconds.addEventListener("input", () => el.seconds.removeAttribute("aria-invalid"));
+  el.cancel.addEventListener("click", () => command("cancel"));
+  el.pause.addEventListener("click", () => command("pause"));
+  el.minus.addEventListener("click", () => onAdjust(-ADJUST_STEP));
+  el.plus.addEventListener("click", () => onAdjust(ADJUST_STEP));
+  el.mode.addEventListener("change", onMode);
+  for (const input of [el.seconds, el.until]) {
+    input.addEventListener("input", () => input.removeAttribute("aria-invalid"));
+  }
   for (const button of el.share.querySelectorAll("button[data-copy]")) {
     button.addEventListener("click", () => onCopy(button));
   }

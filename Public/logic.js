@@ -1,22 +1,30 @@
 // Pure logic for the countdown page: no DOM, no sockets, no timers, no globals.
 // Everything here takes its inputs as arguments (including the time and the
 // randomness), so it can be unit-tested with `node --test tests/js/` and is
-// used by app.js unchanged.
+// used by app.js unchanged. Every rule the server shares with the page comes
+// from CONTRACT (constants.js), never from a copy here.
+
+import { CONTRACT } from "./constants.js";
+
+export { CONTRACT };
 
 /** Session ids accepted by the server (wire contract). */
-export const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
+export const SESSION_RE = new RegExp(CONTRACT.sessionIdPattern);
 
 export const DEFAULT_SESSION = "default";
 export const DEFAULT_SECONDS = 5;
-export const MIN_SECONDS = 1;
-export const MAX_SECONDS = 86400;
+export const MIN_SECONDS = CONTRACT.seconds.min;
+export const MAX_SECONDS = CONTRACT.seconds.max;
 
 /** WebSocket subprotocol spoken by the page. */
-export const SUBPROTOCOL = "countdown.v1";
+export const SUBPROTOCOL = CONTRACT.subprotocol;
 
 /** The labels the server uses when nobody chose one (see the README's state fields). */
-export const SERVER_READY_LABEL = "Ready";
-export const SERVER_FINISHED_LABEL = "Countdown finished";
+export const SERVER_READY_LABEL = CONTRACT.labels.idle;
+export const SERVER_FINISHED_LABEL = CONTRACT.labels.finished;
+
+/** How far one press of "−1 min" or "+1 min" moves the deadline, in seconds. */
+export const ADJUST_STEP = 60;
 
 /**
  * Reads the session id from a query string ("?session=team-a" or a
@@ -86,8 +94,10 @@ export function controlOf(snapshot) {
  * What the page shows for a role. `role` is null before the first snapshot
  * (the controls show, disabled, as they always have); `key` is the key the
  * page holds; `offered` is the key this connection presented, if any.
- * - controls: Start, Cancel and the duration;
- * - viewOnly: the "View only" note instead of them;
+ * - controls: the duration or time to start with, and the run's controls
+ *   (the big button shows for everyone: a viewer's is disabled, but it still
+ *   spins while a countdown runs);
+ * - viewOnly: the "View only" note instead of those controls;
  * - keyRejected: the page presented a key and is a viewer all the same
  *   (a mistyped link, or a session that was forgotten and begun anew);
  * - share: the Share area with the controller and viewer links.
@@ -167,11 +177,13 @@ function cloneJson(v) {
 
 /**
  * Fills in what a merge patch may legitimately leave out. A patch carrying
- * "endsAt": null *removes* the member (RFC 7396), so absent means null.
+ * "endsAt": null or "remainingMs": null *removes* the member (RFC 7396), so
+ * absent means null.
  */
 export function normalizeState(state) {
   const s = isPlainObject(state) ? { ...state } : {};
   if (s.endsAt === undefined) s.endsAt = null;
+  if (s.remainingMs === undefined) s.remainingMs = null;
   return s;
 }
 
@@ -229,27 +241,37 @@ export function backoffDelay(attempt, { base = 500, cap = 10_000, random = Math.
 }
 
 /** Close reason with which a server says "this is final, do not come back". */
-export const NO_RETRY_REASON = "no-retry";
+export const NO_RETRY_REASON = CONTRACT.noRetryReason;
 
 /**
- * Whether to reconnect after a close. The page stops only when the server
- * closed cleanly and said that retrying cannot help:
- * - 1008 (policy violation): the server refuses this session id;
- * - 1000 (normal closure) with the reason "no-retry": the server ended the
- *   conversation on purpose, e.g. the session was deleted.
- * Everything else is retried: 1006 (the server died or the network went), 1001
- * (going away: a restart), 1011, and a plain 1000 without that reason, which
- * a proxy or a draining server may send. 1003 and 1009 are answers to one bad
- * message and a fresh connection is fine.
+ * What to do after a close: `{retry, why}`. The page stops only when the
+ * server closed cleanly and said in its reason that retrying cannot help
+ * ("no-retry", whatever the code: the server ended the conversation on purpose).
+ * The close code alone never stops it:
+ * - 1008 (policy violation) is what the server sends a connection that kept
+ *   flooding it with commands; a fresh connection, after the backoff, is fine.
+ *   (A session id the server refuses never gets this far: the handshake fails.)
+ * - 1013 (try again later) follows a too_many_sessions refusal.
+ * - 1006 (the server died or the network went), 1001 (a restart), 1011, and
+ *   a plain 1000, which a proxy or a draining server may send; 1003 and 1009
+ *   answer one bad message.
+ * `why` names the words to show (a key of STRINGS): "ended" when stopping,
+ * "flooded" or "full" when the server said why it let go, otherwise null.
  * @param {number} code CloseEvent.code
  * @param {string} [reason] CloseEvent.reason
  * @param {boolean} [wasClean] CloseEvent.wasClean (a close frame was exchanged)
  */
+export function closeOutcome(code, reason = "", wasClean = true) {
+  if (!wasClean) return { retry: true, why: null }; // a torn connection never carries the server's word
+  if (String(reason).trim().toLowerCase() === NO_RETRY_REASON) return { retry: false, why: "ended" };
+  if (code === CONTRACT.closeCodes.policyViolation) return { retry: true, why: "flooded" };
+  if (code === CONTRACT.closeCodes.tryAgainLater) return { retry: true, why: "full" };
+  return { retry: true, why: null };
+}
+
+/** Whether to reconnect after a close (see closeOutcome). */
 export function shouldReconnect(code, reason = "", wasClean = true) {
-  if (!wasClean) return true; // a torn connection never carries the server's word
-  if (code === 1008) return false;
-  if (code === 1000 && String(reason).trim().toLowerCase() === NO_RETRY_REASON) return false;
-  return true;
+  return closeOutcome(code, reason, wasClean).retry;
 }
 
 // ---- Clock offset (NTP-style) -----------------------------------------------------
@@ -344,15 +366,72 @@ function isCounting(state) {
 }
 
 /**
+ * The whole seconds the big label shows, or null when it shows words:
+ * - running: drawn from endsAt and the server's clock (see displaySeconds);
+ *   without endsAt, the server's own `remaining`;
+ * - paused: the frozen value, the server's `remaining` (whole seconds rounded
+ *   up), or failing that `remainingMs` rounded up the same way.
+ */
+export function shownSeconds(state, serverNow) {
+  if (isCounting(state) && Number.isFinite(serverNow)) return displaySeconds(state, serverNow);
+  if (state?.phase !== "running" && state?.phase !== "paused") return null;
+  if (Number.isFinite(state.remaining)) return Math.max(0, Math.ceil(state.remaining));
+  if (Number.isFinite(state.remainingMs)) return Math.max(0, Math.ceil(state.remainingMs / 1000));
+  return null;
+}
+
+const pad2 = (n) => String(n).padStart(2, "0");
+const HOUR_S = 60 * 60;
+const DAY_S = 24 * HOUR_S;
+
+/** Whole seconds split into days, hours, minutes and seconds (never negative). */
+export function clockParts(seconds) {
+  const total = Math.max(0, Math.floor(Number(seconds) || 0));
+  return {
+    days: Math.floor(total / DAY_S),
+    hours: Math.floor((total % DAY_S) / HOUR_S),
+    minutes: Math.floor((total % HOUR_S) / 60),
+    seconds: total % 60,
+  };
+}
+
+/**
+ * Seconds as a clock: the seed's plain seconds under a minute ("5"), then
+ * m:ss ("1:05"), h:mm:ss ("1:02:05"), and from a day "Nd hh:mm:ss".
+ */
+export function formatClock(seconds) {
+  const { days, hours, minutes, seconds: s } = clockParts(seconds);
+  const total = days * DAY_S + hours * HOUR_S + minutes * 60 + s;
+  if (total < 60) return String(total);
+  if (total < HOUR_S) return `${minutes}:${pad2(s)}`;
+  if (total < DAY_S) return `${hours}:${pad2(minutes)}:${pad2(s)}`;
+  return `${days}d ${pad2(hours)}:${pad2(minutes)}:${pad2(s)}`;
+}
+
+/**
+ * The same value in words for screen readers, in the page's language:
+ * "1 hour, 2 minutes, 5 seconds". Zero parts are left out, except that
+ * nothing at all reads "0 seconds".
+ */
+export function clockWords(seconds, strings) {
+  const parts = clockParts(seconds);
+  const words = ["days", "hours", "minutes", "seconds"]
+    .filter((unit) => parts[unit] > 0)
+    .map((unit) => strings.units[unit](parts[unit]));
+  return words.length ? words.join(strings.units.joiner) : strings.units.seconds(0);
+}
+
+/**
  * Text for the big label.
- * - running: the seconds left, drawn from endsAt and the server's clock
- *   (`serverNow`); without endsAt, the server's own label;
+ * - running or paused: the seconds left (shownSeconds) as a clock
+ *   (formatClock); without a number, the server's own label;
  * - finished/idle: the server's label, translated when it is the server's
  *   default text ("Countdown finished", "Ready"); a custom finishedLabel wins.
  */
 export function labelText(state, serverNow, strings) {
   if (!state) return "—";
-  if (isCounting(state) && Number.isFinite(serverNow)) return String(displaySeconds(state, serverNow));
+  const secs = shownSeconds(state, serverNow);
+  if (secs !== null) return formatClock(secs);
   const label = state.label;
   const text = typeof label === "string" ? label : label == null ? "" : String(label);
   if (strings) {
@@ -360,6 +439,12 @@ export function labelText(state, serverNow, strings) {
     if (state.phase === "idle" && text === SERVER_READY_LABEL) return strings.ready;
   }
   return text;
+}
+
+/** What a screen reader hears for the big label: the clock in words, or the label's text. */
+export function labelWords(state, serverNow, strings) {
+  const secs = shownSeconds(state, serverNow);
+  return secs !== null ? clockWords(secs, strings) : labelText(state, serverNow, strings);
 }
 
 /**
@@ -373,14 +458,95 @@ export function parseSeconds(text) {
   return n >= MIN_SECONDS && n <= MAX_SECONDS ? n : null;
 }
 
+/**
+ * A local date and time from <input type="datetime-local"> ("2026-12-01T09:30"
+ * or with ":ss") to the epoch ms that `start` carries as `until`, checked
+ * against the contract's range ahead of `serverNow` (the server judges with
+ * its own clock, so the page does too). The time is read in the browser's
+ * time zone, as the user picked it.
+ * @returns {{ok: true, until: number} | {ok: false, why: "format"|"near"|"far"}}
+ */
+export function parseUntil(value, serverNow) {
+  const m = /^(\d{4,})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?$/.exec(String(value ?? "").trim());
+  if (!m) return { ok: false, why: "format" };
+  const [y, mo, d, h, mi, s = "0", ms = "0"] = m.slice(1);
+  const date = new Date(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), Number(ms.padEnd(3, "0")));
+  // Date rolls 31 February over into March; a date that moved was not a date.
+  if (date.getMonth() !== Number(mo) - 1 || date.getDate() !== Number(d) || date.getHours() !== Number(h)) {
+    return { ok: false, why: "format" };
+  }
+  const until = date.getTime();
+  const ahead = until - serverNow;
+  if (!(ahead >= CONTRACT.untilAheadMs.min)) return { ok: false, why: "near" };
+  if (ahead > CONTRACT.untilAheadMs.max) return { ok: false, why: "far" };
+  return { ok: true, until };
+}
+
+/** An epoch ms as a datetime-local value ("2026-12-01T09:30:00") in the browser's time zone. */
+export function localDateTime(ms) {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}T${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+}
+
+/** Whether `seconds` is an adjust the server takes: a non-zero integer in the contract's range. */
+export function isAdjust(seconds) {
+  const { min, max } = CONTRACT.adjustSeconds;
+  return Number.isInteger(seconds) && seconds !== 0 && seconds >= min && seconds <= max;
+}
+
+/**
+ * The big button and its neighbours, from the state, this page's role and
+ * its commands in flight:
+ * - op: what pressing the button sends ("start", or "resume" while paused);
+ * - text: the STRINGS key of its words ("start", "resume", or "paused" for a
+ *   viewer, whose button never sends anything);
+ * - busy: the spinner (the server's, or this page's own wait for the answer
+ *   to its press); waiting: the spinner is only that wait;
+ * - disabled: whether it can be pressed now;
+ * - run: whether the run's controls (Pause, −1 min, +1 min, Cancel) show,
+ *   and pause whether Pause is among them.
+ * `pending` is the set of ops in flight; `live` whether the link is up.
+ */
+export function buttonView(state, { role = null, live = false, pending = new Set() } = {}) {
+  const phase = state?.phase;
+  const viewer = role === "viewer";
+  const paused = phase === "paused";
+  const op = paused ? "resume" : "start";
+  const waiting = pending.has(op);
+  const busy = Boolean(state?.spinner) || waiting;
+  const controls = !viewer && (phase === "running" || paused);
+  return {
+    op,
+    text: paused && viewer ? "paused" : op,
+    busy,
+    waiting: waiting && !state?.spinner,
+    disabled: viewer || busy || !state?.enabled || !live,
+    run: controls,
+    pause: controls && phase === "running",
+  };
+}
+
 // ---- Strings and formatting ------------------------------------------------
+
+// A range a message quotes, from the contract: "1 second to 30 days".
+const DAY_MS = DAY_S * 1000;
+const UNTIL_MAX_DAYS = Math.floor(CONTRACT.untilAheadMs.max / DAY_MS);
+const UNTIL_MIN_S = Math.ceil(CONTRACT.untilAheadMs.min / 1000);
 
 export const STRINGS = {
   en: {
     title: "Countdown",
     start: "Start",
+    resume: "Resume",
+    pause: "Pause",
+    paused: "Paused",
     cancel: "Cancel",
+    minusMinute: "−1 min",
+    plusMinute: "+1 min",
+    runControls: "Countdown controls",
     seconds: "Seconds",
+    until: "Until",
+    startBy: "Count down",
     busy: "Counting down",
     waiting: "Waiting for the server",
     session: "Session",
@@ -389,33 +555,49 @@ export const STRINGS = {
     live: "Live",
     reconnecting: "Connection lost — reconnecting…",
     closed: "Disconnected.",
-    refused: "The server refused this session.",
     ended: "The server ended this session.",
+    flooded: "The server closed the connection after too many requests — reconnecting…",
+    full: "The server is full right now — trying again…",
     restarted: "The server restarted; the countdown shown before is gone.",
     noAnswer: "The server did not answer. Try again.",
     badSession: (raw) =>
-      `“${raw}” is not a valid session name. Use 1–64 letters, digits, “-” or “_”.`,
+      `“${raw}” is not a valid session name. Use 1–${CONTRACT.sessionIdMaxLength} letters, digits, “-” or “_”.`,
     badSeconds: `Enter a whole number of seconds from ${MIN_SECONDS} to ${MAX_SECONDS}.`,
+    badUntil: {
+      format: "Pick a date and a time.",
+      near: `Pick a time at least ${UNTIL_MIN_S} second${UNTIL_MIN_S === 1 ? "" : "s"} from now.`,
+      far: `Pick a time at most ${UNTIL_MAX_DAYS} days from now.`,
+    },
     notConnected: "Not connected; try again in a moment.",
     ready: "Ready",
     finished: "Countdown finished",
+    units: {
+      days: (n) => (n === 1 ? "1 day" : `${n} days`),
+      hours: (n) => (n === 1 ? "1 hour" : `${n} hours`),
+      minutes: (n) => (n === 1 ? "1 minute" : `${n} minutes`),
+      seconds: (n) => (n === 1 ? "1 second" : `${n} seconds`),
+      joiner: ", ",
+    },
     errors: {
+      bad_json: "The server could not read that request.",
+      bad_request: "The server did not accept that request.",
       busy: "A countdown is already running.",
       not_running: "No countdown is running.",
-      bad_request: "The server did not accept that request.",
-      bad_json: "The server could not read that request.",
-      forbidden: "Only this session's controllers can start or cancel the countdown.",
+      not_paused: "The countdown is not paused.",
       rate_limited: "Too many requests. Wait a moment and try again.",
+      forbidden: "Only this session's controllers can control the countdown.",
+      too_many_sessions: "The server has too many sessions open right now. Trying again…",
+      unavailable: "The server could not do that just now. Try again.",
     },
     serverError: (msg) => `Server error: ${msg}`,
     viewOnly: "View only",
-    viewOnlyDetail: "The host starts and stops this countdown.",
+    viewOnlyDetail: "The host controls this countdown.",
     keyRejected: "The controller key in this link was not accepted.",
     share: "Share",
     viewerLink: "Viewer link",
     viewerLinkHint: "Watch only.",
     controllerLink: "Controller link",
-    controllerLinkHint: "Anyone with this link can start and cancel. Give it only to co-hosts.",
+    controllerLinkHint: "Anyone with this link can control the countdown. Give it only to co-hosts.",
     copy: "Copy",
     copied: "Copied",
     copyManually: "The link is selected: copy it from there.",
@@ -423,8 +605,16 @@ export const STRINGS = {
   "zh-Hant": {
     title: "倒計時",
     start: "開始",
+    resume: "繼續",
+    pause: "暫停",
+    paused: "已暫停",
     cancel: "取消",
+    minusMinute: "−1 分",
+    plusMinute: "+1 分",
+    runControls: "倒計時控制",
     seconds: "秒數",
+    until: "直到",
+    startBy: "倒數方式",
     busy: "倒計時中",
     waiting: "等待伺服器回應",
     session: "場次",
@@ -433,32 +623,49 @@ export const STRINGS = {
     live: "已連線",
     reconnecting: "連線中斷，正在重新連線…",
     closed: "已中斷連線。",
-    refused: "伺服器拒絕了這個場次。",
     ended: "伺服器結束了這個場次。",
+    flooded: "請求太頻繁，伺服器關閉了連線，正在重新連線…",
+    full: "伺服器目前已滿，正在重試…",
     restarted: "伺服器已重新啟動，先前的倒計時已不存在。",
     noAnswer: "伺服器沒有回應，請再試一次。",
-    badSession: (raw) => `「${raw}」不是有效的場次名稱。請使用 1–64 個英文字母、數字、「-」或「_」。`,
+    badSession: (raw) =>
+      `「${raw}」不是有效的場次名稱。請使用 1–${CONTRACT.sessionIdMaxLength} 個英文字母、數字、「-」或「_」。`,
     badSeconds: `請輸入 ${MIN_SECONDS} 到 ${MAX_SECONDS} 之間的整數秒數。`,
+    badUntil: {
+      format: "請選擇日期和時間。",
+      near: `請選擇至少 ${UNTIL_MIN_S} 秒之後的時間。`,
+      far: `請選擇 ${UNTIL_MAX_DAYS} 天以內的時間。`,
+    },
     notConnected: "尚未連線，請稍後再試。",
     ready: "準備就緒",
     finished: "倒計時結束",
+    units: {
+      days: (n) => `${n} 天`,
+      hours: (n) => `${n} 小時`,
+      minutes: (n) => `${n} 分`,
+      seconds: (n) => `${n} 秒`,
+      joiner: " ",
+    },
     errors: {
+      bad_json: "伺服器無法讀取這個請求。",
+      bad_request: "伺服器不接受這個請求。",
       busy: "倒計時已在進行中。",
       not_running: "目前沒有進行中的倒計時。",
-      bad_request: "伺服器不接受這個請求。",
-      bad_json: "伺服器無法讀取這個請求。",
-      forbidden: "只有這個場次的主控者可以開始或取消倒計時。",
+      not_paused: "倒計時並未暫停。",
       rate_limited: "請求太頻繁，請稍候再試。",
+      forbidden: "只有這個場次的主控者可以控制倒計時。",
+      too_many_sessions: "伺服器目前開啟的場次太多，正在重試…",
+      unavailable: "伺服器暫時無法執行，請再試一次。",
     },
     serverError: (msg) => `伺服器錯誤：${msg}`,
     viewOnly: "僅供觀看",
-    viewOnlyDetail: "由主持人開始與停止這個倒計時。",
+    viewOnlyDetail: "由主持人控制這個倒計時。",
     keyRejected: "這個連結中的主控金鑰未被接受。",
     share: "分享",
     viewerLink: "觀看連結",
     viewerLinkHint: "只能觀看。",
     controllerLink: "主控連結",
-    controllerLinkHint: "持有這個連結的人都能開始和取消，請只交給共同主持人。",
+    controllerLinkHint: "持有這個連結的人都能控制倒計時，請只交給共同主持人。",
     copy: "複製",
     copied: "已複製",
     copyManually: "已選取連結，請從那裡複製。",

@@ -157,6 +157,7 @@ const sp = b.querySelector('.spinner');
 const st = getComputedStyle(sp);
 return {
   label: document.getElementById('label').textContent,
+  words: document.getElementById('label-words').textContent,
   busy: b.getAttribute('aria-busy'),
   disabled: b.disabled,
   conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
@@ -165,6 +166,9 @@ return {
   spinnerDisplay: st.display,
   textVisibility: getComputedStyle(b.querySelector('.start-text')).visibility,
   startText: b.querySelector('.start-text').textContent,
+  // The run's controls and the start fields that are on screen now.
+  shown: ['mode', 'seconds', 'until', 'pause', 'minus', 'plus', 'cancel']
+    .filter((id) => document.getElementById(id).getClientRects().length > 0),
 };
 """
 
@@ -212,9 +216,40 @@ def set_seconds(driver, seconds: int) -> None:
 
 
 def press_start(driver) -> None:
+    click(driver, "start")
+
+
+def click(driver, element_id: str) -> None:
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.ID, "start").click()
+    driver.find_element(By.ID, element_id).click()
+
+
+def clock_seconds(label: str) -> int | None:
+    """The whole seconds a clock-style label shows ("5", "1:05", "1:02:05",
+    "1d 02:03:04"), or None for words."""
+    m = re.fullmatch(r"(?:(\d+)d )?(?:(\d+):)?(?:(\d+):)?(\d+)", label)
+    if not m:
+        return None
+    days, a, b, secs = m.groups()
+    # With one colon part it is minutes; with two, hours then minutes.
+    hours, minutes = (a, b) if b is not None else (None, a)
+    return ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 + int(secs)
+
+
+def clock_label(seconds: int) -> str:
+    """The label a correct page shows for `seconds` (the issue's clock format),
+    written independently of the page's own code."""
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if seconds < 60:
+        return str(seconds)
+    if seconds < 3600:
+        return f"{m}:{sec:02d}"
+    if seconds < 86400:
+        return f"{h}:{m:02d}:{sec:02d}"
+    return f"{d}d {h:02d}:{m:02d}:{sec:02d}"
 
 
 def rect(driver, selector: str) -> dict:
@@ -241,6 +276,50 @@ def png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()[:24]
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     return struct.unpack(">II", data[16:24])
+
+
+# -- accessibility audit -----------------------------------------------------------------
+# axe-core as bundled by PyPI's axe-selenium-python, installed by scripts/setup-browser
+# into a folder of its own (see there why); nothing is downloaded at test time.
+AXE_PACKAGE_VERSION = "3.0.0"
+AXE_JS = (Path(__file__).resolve().parent.parent.parent / ".cache"
+          / f"axe-selenium-python-{AXE_PACKAGE_VERSION}" / "axe_selenium_python"
+          / "node_modules" / "axe-core" / "axe.min.js")
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+
+AXE_RUN_JS = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}, resultTypes: ['violations']})
+  .then((r) => done({
+    version: axe.version,
+    rules: r.passes.length + r.violations.length + r.incomplete.length + r.inapplicable.length,
+    violations: r.violations.map((v) => ({
+      id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.map((n) => n.target.join(' ') + ': ' + n.failureSummary),
+    })),
+  }), (e) => done({error: String(e)}));
+"""
+
+
+def axe_audit(driver) -> dict:
+    """Runs axe-core in the page (injected from the installed package) with AXE_TAGS.
+    Returns {version, rules, violations}; fails when axe is missing or errs."""
+    if not AXE_JS.is_file():
+        pytest.fail(f"axe-core is not installed ({AXE_JS}): run scripts/setup-browser", pytrace=False)
+    if not driver.execute_script("return typeof axe !== 'undefined'"):
+        driver.execute_script(AXE_JS.read_text(encoding="utf-8"))
+    driver.set_script_timeout(30)
+    try:
+        result = driver.execute_async_script(AXE_RUN_JS, AXE_TAGS)
+    finally:
+        driver.set_script_timeout(5)
+    assert "error" not in result, f"axe failed: {result}"
+    return result
+
+
+def format_violations(violations: list[dict]) -> str:
+    return "\n".join(f"  {v['id']} ({v['impact']}): {v['help']}\n    " + "\n    ".join(v["nodes"])
+                     for v in violations)
 
 
 # -- the truth ------------------------------------------------------------------------------
@@ -315,6 +394,23 @@ class Observer:
     def start(self, seconds: int, **extra) -> None:
         self._ws.send(json.dumps({"op": "start", "seconds": seconds, **extra}))
         self.wait_for(lambda s: s and s["phase"] == "running", 3, "the run to start")
+
+    def command(self, op: str, **fields) -> dict:
+        """Sends a command with a fresh id and returns its ack or error."""
+        with self._lock:
+            self._next_id = getattr(self, "_next_id", 0) + 1
+            cid = self._next_id
+        self._ws.send(json.dumps({"op": op, **fields, "id": cid}))
+        deadline = time.monotonic() + 3
+        with self._changed:
+            while True:
+                reply = next((r for r in self.replies if r.get("id") == cid), None)
+                if reply is not None:
+                    return reply
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    pytest.fail(f"observer: no reply to {op}; state {self.state}")
+                self._changed.wait(left)
 
     def remaining_s(self, at_ms: float) -> float | None:
         """The server's remaining time (fractional seconds) at wall time at_ms."""

@@ -35,8 +35,9 @@ return {
   role: document.documentElement.dataset.role || '',
   conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
   label: document.getElementById('label').textContent,
-  controls: shown('controls'),
+  controls: shown('options'),
   start: shown('start'),
+  startDisabled: document.getElementById('start').disabled,
   viewOnly: shown('view-only'),
   viewOnlyText: document.getElementById('view-only').innerText.replace(/\\s+/g, ' ').trim(),
   share: shown('share'),
@@ -92,7 +93,9 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
     address gains ?key= so a reload keeps control (proved by reloading). Window B, opened
     with the viewer link, has no visible Start button, shows "View only", has no Share
     area and holds the key nowhere in its DOM. Window C, opened with the controller link,
-    presses Start; A, B and C all count down and finish together."""
+    presses Start; A, B and C all count down and finish together. The viewer sees the
+    seed's button throughout (disabled, spinning while the run lasts) but none of the
+    controls."""
     a, b, c = pool(0), pool(1), pool(2)
     srv = key_server
 
@@ -100,7 +103,7 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
     key = key_in_address(a)
     assert key and KEY_RE.match(key), f"the first joiner's address has no controller key: {ca['href']}"
     KEYS_SEEN.add(key)
-    assert ca["start"] and not ca["viewOnly"], f"the controller must see the controls: {ca}"
+    assert ca["start"] and ca["controls"] and not ca["viewOnly"], f"the controller must see the controls: {ca}"
     assert ca["share"] and not ca["shareOpen"], f"the Share area must be there, closed: {ca}"
     assert f"session={session_id}" in ca["href"], ca["href"]
 
@@ -124,7 +127,8 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
     assert control(a)["start"]
 
     cb = open_as(b, viewer_link, "viewer")
-    assert not cb["start"] and not cb["controls"], f"a viewer must not see Start: {cb}"
+    assert cb["start"] and cb["startDisabled"], f"a viewer sees the seed's button, disabled: {cb}"
+    assert not cb["controls"], f"a viewer must not see the controls: {cb}"
     assert cb["viewOnly"] and cb["viewOnlyText"].startswith("View only"), cb
     assert "not accepted" not in cb["viewOnlyText"], "no key was offered, so none was rejected"
     assert not cb["share"], f"a viewer has nothing to share: {cb}"
@@ -144,7 +148,9 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
         assert obs.snapshot()["duration"] == 2
         for d in (a, b, c):
             assert pk.read(d)["status"] == "Live", pk.read(d)
-        assert not control(b)["start"], "the viewer still has no Start button after the run"
+        cb = control(b)
+        assert cb["start"] and cb["startDisabled"] and not cb["controls"], \
+            f"after the run the viewer still has the disabled button and no controls: {cb}"
     finally:
         obs.close()
 
@@ -152,28 +158,63 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
 # 2 ---------------------------------------------------------------------------------------
 def test_viewer_is_refused_in_words(key_server, pool, session_id):
     """A page opened with a wrong key, in Traditional Chinese, is a viewer: it shows
-    僅供觀看 and says the link's key was not accepted. Even with its hidden controls
-    forced back by script and Start clicked, the server refuses with "forbidden", the
-    page says so in words, and the session never runs."""
+    僅供觀看 and says the link's key was not accepted. Even with its disabled button
+    enabled by script and clicked, the server refuses with "forbidden", the page says
+    so in words, and the session never runs."""
     a, b = pool(0), pool(1)
     open_as(a, pk.page_url(key_server, session_id), "controller")  # the session's controller
     KEYS_SEEN.add(key_in_address(a))
     wrong = "0" * 32
     cb = open_as(b, pk.page_url(key_server, session_id, key=wrong, lang="zh-Hant"), "viewer")
-    assert cb["viewOnly"] and not cb["start"], cb
+    assert cb["viewOnly"] and cb["startDisabled"] and not cb["controls"], cb
     assert cb["viewOnlyText"] == "僅供觀看 這個連結中的主控金鑰未被接受。", cb
 
     obs = pk.Observer(key_server.ws_url(session_id))
     try:
         # In one script, so no render in between can hide the controls again.
-        b.execute_script("document.getElementById('controls').hidden = false;"
+        b.execute_script("document.getElementById('start').disabled = false;"
                          "document.getElementById('start').click();")
-        pk.wait(b, 5, lambda d: control(d)["status"] == "只有這個場次的主控者可以開始或取消倒計時。",
+        pk.wait(b, 5, lambda d: control(d)["status"] == "只有這個場次的主控者可以控制倒計時。",
                 "the forbidden error in words")
         assert b.execute_script("return document.getElementById('status').dataset.kind") == "error"
-        assert not control(b)["start"], "the page hides the controls again"
+        assert control(b)["startDisabled"], "the page disables the button again"
         assert obs.snapshot()["phase"] == "idle", "the server must not have started anything"
         assert pk.read(a)["label"] == "Ready"
+    finally:
+        obs.close()
+
+
+# 2b --------------------------------------------------------------------------------------
+def test_viewer_keeps_the_seed_button_and_no_controls(key_server, pool, session_id):
+    """The view-only page keeps the seed's button: disabled, with the spinner while a
+    run lasts, and still disabled (reading Paused, no spinner) while paused, with the
+    frozen value; it never shows Pause, −1 min, +1 min, Cancel or the fields to start
+    with, and keeps its "View only" note below the button."""
+    a, b = pool(0), pool(1)
+    open_as(a, pk.page_url(key_server, session_id), "controller")
+    KEYS_SEEN.add(key_in_address(a))
+    cb = open_as(b, pk.page_url(key_server, session_id), "viewer")
+    assert cb["start"] and cb["startDisabled"] and cb["viewOnly"], cb
+    assert pk.read(b)["shown"] == [], f"a viewer has no fields or controls: {pk.read(b)}"
+    assert pk.rect(b, "#view-only")["y"] > pk.rect(b, "#start")["y"], "the note sits below the button"
+
+    obs = pk.Observer(key_server.ws_url(session_id))
+    try:
+        pk.set_seconds(a, 120)
+        pk.press_start(a)
+        pk.wait(b, 3, lambda d: (lambda r: r["busy"] == "true" and r["disabled"] and r["spinnerDisplay"] != "none"
+                                 and r["startText"] == "Start" and r["shown"] == [])(pk.read(d)),
+                "the viewer's disabled button with the spinner, and no controls")
+        pk.click(a, "pause")
+        st = obs.wait_for(lambda s: s["phase"] == "paused", 3, "paused")
+        frozen = pk.clock_label(st["remaining"])
+        pk.wait(b, 2, lambda d: (lambda r: r["label"] == frozen and r["busy"] is None and r["disabled"]
+                                 and r["spinnerDisplay"] == "none" and r["startText"] == "Paused"
+                                 and r["shown"] == [])(pk.read(d)),
+                "the viewer's paused page: frozen, no spinner, disabled, no controls")
+        assert control(b)["viewOnly"]
+        pk.click(a, "cancel")
+        obs.wait_for(lambda s: s["phase"] == "idle", 3, "idle")
     finally:
         obs.close()
 

@@ -317,6 +317,52 @@ def ws_urls(driver) -> list[str]:
     return urls
 
 
+# 3b --------------------------------------------------------------------------------------
+# Presses +1 min every 20 ms until the page loses its connection. The page may be back
+# within milliseconds (the first retry's backoff may be 0), too fast to poll for, so a
+# MutationObserver records every connection state the page shows, with its status text,
+# and stops the presses the moment the page is no longer live.
+FLOOD_JS = """
+window.__seen = [];
+const root = document.documentElement, status = document.getElementById('status');
+const timer = setInterval(() => document.getElementById('plus').click(), 20);
+new MutationObserver(() => {
+  const state = [...root.classList].find((c) => c.startsWith('state-'));
+  if (state !== 'state-live') clearInterval(timer);
+  window.__seen.push([state, status.textContent]);
+}).observe(document.body.parentNode, {attributes: true, subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_flood_close_is_retried(browser_tools, pool, session_id):
+    """1008 is the server's close for a connection that keeps flooding it with commands,
+    not a refusal of the session. A page that floods (far past --max-commands-per-second)
+    is told rate_limited in words, is closed with 1008 after 5 s, says why while it
+    reconnects, and then is live again on its own, where it used to give up for good."""
+    srv = start_server("--max-commands-per-second", "2")
+    d = pool(0)
+    flooded = "The server closed the connection after too many requests — reconnecting…"
+    try:
+        pk.open_page(d, srv, session_id)
+        obs = pk.Observer(srv.ws_url(session_id))
+        try:
+            obs.start(600)
+            pk.wait(d, 3, lambda d: "plus" in pk.read(d)["shown"], "the run's controls")
+            d.execute_script(FLOOD_JS)
+            pk.wait(d, 3, lambda d: pk.read(d)["status"] == "Too many requests. Wait a moment and try again.",
+                    "rate_limited in words", poll=0.02)
+            seen = lambda d: d.execute_script("return window.__seen")  # noqa: E731
+            pk.wait(d, 10, lambda d: ["state-reconnecting", flooded] in seen(d), "the flood close, said in words")
+            pk.wait(d, 15, lambda d: pk.read(d)["conn"] == "state-live", "live again after the flood close")
+            assert "state-closed" not in [s for s, _ in seen(d)], seen(d)
+            assert obs.snapshot()["phase"] == "running", "the session itself is unharmed"
+        finally:
+            obs.close()
+    finally:
+        d.get("about:blank")
+        srv.stop_and_check()
+
+
 # 4 ---------------------------------------------------------------------------------------
 def test_reduced_motion_spinner_does_not_spin(server, pool, session_id):
     """Proves that the spinner spins normally (control) and that with
@@ -383,7 +429,7 @@ UPDATE_DOCS = os.environ.get("COUNTDOWN_UPDATE_DOCS") == "1"
 
 @pytest.mark.parametrize("size", [pk.DESKTOP, pk.PHONE], ids=lambda s: s["name"])
 def test_screenshots_and_layout(server, pool, artifacts_dir, size):
-    """Screenshots of idle, running and finished at desktop (1280x800) and phone
+    """Screenshots of idle, running, paused and finished at desktop (1280x800) and phone
     (390x844) sizes, saved to artifacts/screenshots/ (the phone ones also to docs/ with
     COUNTDOWN_UPDATE_DOCS=1).
     Proves the layout: the label and the button are each at least 20% of the viewport
@@ -436,6 +482,11 @@ def test_screenshots_and_layout(server, pool, artifacts_dir, size):
     btn, sp = pk.rect(d, "#start"), pk.rect(d, "#start .spinner")
     assert abs((btn["x"] + btn["w"] / 2) - (sp["x"] + sp["w"] / 2)) <= 1.5, (btn, sp)
     shoot("running")
+    pk.click(d, "pause")
+    pk.wait(d, 2, lambda d: (lambda r: r["startText"] == "Resume" and r["busy"] is None
+                             and pk.clock_seconds(r["label"]) is not None)(pk.read(d)), "paused")
+    shoot("paused")
+    pk.press_start(d)  # Resume
     pk.wait(d, 5, lambda d: pk.read(d)["label"] == pk.FINISHED_EN, "finished")
     shoot("finished")
 

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { logic } from "./load-logic.mjs";
 
-const { backoffDelay, shouldReconnect, NO_RETRY_REASON } = logic;
+const { backoffDelay, closeOutcome, shouldReconnect, NO_RETRY_REASON, STRINGS } = logic;
 
 test("backoff ceiling doubles per attempt from the base", () => {
   const top = (n) => backoffDelay(n, { base: 500, cap: 10_000, random: () => 1 - Number.EPSILON });
@@ -36,13 +36,21 @@ test("backoff tolerates odd inputs: negative or fractional attempts, a bad rando
   assert.ok(backoffDelay(2, { base: 500, random: () => 7 }) < 2000);
 });
 
-test("no retry after a clean 1008 (the server refuses the session)", () => {
-  assert.equal(shouldReconnect(1008, "bad session id", true), false);
-});
-
-test(`no retry after a clean 1000 whose reason is "${NO_RETRY_REASON}"`, () => {
+test(`no retry after a clean close whose reason is "${NO_RETRY_REASON}", whatever the code`, () => {
   assert.equal(shouldReconnect(1000, "no-retry", true), false);
   assert.equal(shouldReconnect(1000, " No-Retry ", true), false);
+  assert.equal(shouldReconnect(1008, "no-retry", true), false);
+  assert.deepEqual(closeOutcome(1000, "no-retry", true), { retry: false, why: "ended" });
+});
+
+test("a 1008 is the flood close, not a refusal: retried, and the page says why", () => {
+  // The server's flood close: its reason is not "no-retry".
+  assert.deepEqual(closeOutcome(1008, "too many commands", true), { retry: true, why: "flooded" });
+  assert.equal(shouldReconnect(1008, "", true), true);
+});
+
+test("a 1013 after too_many_sessions is retried, and the page says the server is full", () => {
+  assert.deepEqual(closeOutcome(1013, "try again later", true), { retry: true, why: "full" });
 });
 
 test("retry after everything else: crashes, restarts, plain 1000, unclean closes", () => {
@@ -52,6 +60,15 @@ test("retry after everything else: crashes, restarts, plain 1000, unclean closes
   assert.equal(shouldReconnect(1000, "bye", true), true);
   assert.equal(shouldReconnect(1011, "", true), true);
   assert.equal(shouldReconnect(1009, "too big", true), true);
-  // A 1008 that did not come in a clean close frame is not the server's word.
-  assert.equal(shouldReconnect(1008, "", false), true);
+  assert.deepEqual(closeOutcome(1001, "going away", true), { retry: true, why: null });
+  // A close that did not come in a clean close frame is not the server's word.
+  assert.equal(shouldReconnect(1000, "no-retry", false), true);
+  assert.deepEqual(closeOutcome(1008, "", false), { retry: true, why: null });
+});
+
+test("every reason closeOutcome names has words in every language", () => {
+  for (const [code, reason] of [[1000, "no-retry"], [1008, ""], [1013, ""]]) {
+    const { why } = closeOutcome(code, reason, true);
+    for (const [lang, strings] of Object.entries(STRINGS)) assert.equal(typeof strings[why], "string", `${lang}.${why}`);
+  }
 });

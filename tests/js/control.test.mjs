@@ -83,8 +83,8 @@ test("addressWithKey: adds or replaces ?key=, keeps the rest, and says when noth
 
 test("forbidden is told in words in both languages", () => {
   const msg = { type: "error", id: 3, code: "forbidden", message: "only a controller of this session may do that" };
-  assert.equal(errorText(msg, STRINGS.en), "Only this session's controllers can start or cancel the countdown.");
-  assert.equal(errorText(msg, STRINGS["zh-Hant"]), "只有這個場次的主控者可以開始或取消倒計時。");
+  assert.equal(errorText(msg, STRINGS.en), "Only this session's controllers can control the countdown.");
+  assert.equal(errorText(msg, STRINGS["zh-Hant"]), "只有這個場次的主控者可以控制倒計時。");
 });
 
 test("the page never writes to the console (so the key cannot end up there)", async () => {

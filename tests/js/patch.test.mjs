@@ -45,6 +45,14 @@ test("endsAt: null in a patch removes it; normalizeState reads absent as null", 
   assert.equal(finished.phase, "finished");
 });
 
+test("remainingMs: null in a resume patch removes it; normalizeState reads absent as null", () => {
+  const paused = { phase: "paused", endsAt: null, remainingMs: 61500, remaining: 62, label: "62" };
+  const resumed = normalizeState(applyMergePatch(paused, { phase: "running", endsAt: 70000, remainingMs: null }));
+  assert.equal(resumed.remainingMs, null);
+  assert.equal(resumed.endsAt, 70000);
+  assert.equal(normalizeState({ phase: "idle" }).remainingMs, null);
+});
+
 const snap = (seq, state, epoch = "aaaaaaaaaaaaaaaa") => ({
   type: "snapshot",
   session: "s",
@@ -53,7 +61,8 @@ const snap = (seq, state, epoch = "aaaaaaaaaaaaaaaa") => ({
   serverTime: 1,
   state,
 });
-const idle = { phase: "idle", spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0, endsAt: null, viewers: 1 };
+// Snapshots spell out every field, the nulls too.
+const idle = { phase: "idle", spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0, endsAt: null, remainingMs: null, viewers: 1 };
 const empty = { epoch: null, seq: -Infinity, state: null };
 
 test("snapshot then patches in order give the server's state", () => {

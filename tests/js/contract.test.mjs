@@ -1,0 +1,77 @@
+// The contract (Public/constants.js) is the page's one source for every rule it
+// shares with the server: the page's rules follow it, and no copy of it is left
+// in the page's own files to drift.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { CONTRACT, constantsSource, logic, logicSource, appSource } from "./load-logic.mjs";
+
+const { SESSION_RE, SUBPROTOCOL, MIN_SECONDS, MAX_SECONDS, NO_RETRY_REASON, SERVER_READY_LABEL, SERVER_FINISHED_LABEL, STRINGS, parseSession, parseSeconds, isAdjust, closeOutcome, errorText } = logic;
+
+test("constants.js holds strict JSON from Object.freeze( to its last } (what the server's tests parse)", () => {
+  const from = constantsSource.indexOf("{", constantsSource.indexOf("CONTRACT = Object.freeze("));
+  const json = constantsSource.slice(from, constantsSource.lastIndexOf("}") + 1);
+  assert.deepEqual(JSON.parse(json), CONTRACT);
+});
+
+test("the page's rules are the contract's", () => {
+  assert.equal(logic.CONTRACT, CONTRACT, "logic.js re-exports the very object it imports");
+  assert.equal(SESSION_RE.source, CONTRACT.sessionIdPattern);
+  assert.equal(SUBPROTOCOL, CONTRACT.subprotocol);
+  assert.equal(MIN_SECONDS, CONTRACT.seconds.min);
+  assert.equal(MAX_SECONDS, CONTRACT.seconds.max);
+  assert.equal(NO_RETRY_REASON, CONTRACT.noRetryReason);
+  assert.equal(SERVER_READY_LABEL, CONTRACT.labels.idle);
+  assert.equal(SERVER_FINISHED_LABEL, CONTRACT.labels.finished);
+});
+
+test("the edges of each range are where the contract puts them", () => {
+  const id = "x".repeat(CONTRACT.sessionIdMaxLength);
+  assert.deepEqual(parseSession(`?session=${id}`), { ok: true, session: id });
+  assert.equal(parseSession(`?session=${id}x`).ok, false);
+  assert.equal(parseSeconds(String(CONTRACT.seconds.min)), CONTRACT.seconds.min);
+  assert.equal(parseSeconds(String(CONTRACT.seconds.min - 1)), null);
+  assert.equal(parseSeconds(String(CONTRACT.seconds.max)), CONTRACT.seconds.max);
+  assert.equal(parseSeconds(String(CONTRACT.seconds.max + 1)), null);
+  assert.ok(isAdjust(CONTRACT.adjustSeconds.min) && isAdjust(CONTRACT.adjustSeconds.max));
+  assert.ok(!isAdjust(CONTRACT.adjustSeconds.min - 1) && !isAdjust(CONTRACT.adjustSeconds.max + 1));
+  assert.ok(!isAdjust(0) && !isAdjust(1.5) && !isAdjust("60"));
+  assert.equal(closeOutcome(CONTRACT.closeCodes.policyViolation, "", true).why, "flooded");
+  assert.equal(closeOutcome(CONTRACT.closeCodes.tryAgainLater, "", true).why, "full");
+});
+
+test("every error code of the contract has its own words in every language, and no others are made up", () => {
+  for (const [lang, strings] of Object.entries(STRINGS)) {
+    assert.deepEqual(Object.keys(strings.errors).sort(), [...CONTRACT.errorCodes].sort(), lang);
+    for (const code of CONTRACT.errorCodes) {
+      const text = errorText({ type: "error", id: 1, code, message: "raw server text" }, strings);
+      assert.ok(typeof text === "string" && text.length > 0, `${lang} ${code}`);
+      assert.notEqual(text, strings.serverError("raw server text"), `${lang} has no words for ${code}`);
+    }
+  }
+});
+
+test("no copy of a contract value is left in the page's code or markup", () => {
+  const html = readFileSync(new URL("../../Public/index.html", import.meta.url), "utf8");
+  const literals = [
+    CONTRACT.subprotocol,
+    CONTRACT.sessionIdPattern,
+    CONTRACT.noRetryReason,
+    String(CONTRACT.seconds.max),
+    String(CONTRACT.untilAheadMs.max),
+    ...Object.values(CONTRACT.closeCodes).map(String),
+  ];
+  // Comments may name a value; code may not. "//" after a blank only, so "ws://" stays.
+  const code = (source) => source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|\s)\/\/.*$/gm, "$1");
+  for (const [name, source] of [["logic.js", code(logicSource)], ["app.js", code(appSource)]]) {
+    for (const lit of literals) assert.ok(!source.includes(lit), `${name} has its own copy of ${lit}`);
+    for (const code of CONTRACT.errorCodes) {
+      // An error code may appear as a key of STRINGS.errors (the words for it), never as a rule.
+      const uses = source.match(new RegExp(`["']${code}["']`, "g")) ?? [];
+      assert.equal(uses.length, 0, `${name} spells out the code "${code}" as a string`);
+    }
+  }
+  for (const lit of [String(CONTRACT.seconds.max), `min="${CONTRACT.seconds.min}"`]) {
+    assert.ok(!html.includes(lit), `index.html has its own copy of ${lit}`);
+  }
+});
