@@ -60,7 +60,10 @@ public final class SQLiteStore: SessionStore, Sendable {
   /// cannot be written is refused before anything is written to it.
   public static func open(path: String, sync: SyncMode = .full) throws(StoreError) -> SQLiteStore {
     let persistent = path != inMemory
-    if persistent { try Schema.validate(path: path) }
+    if persistent {
+      try Schema.checkWritable(path: path)
+      try Schema.validate(path: path)
+    }
     let connection = try Connection.open(path: path, readOnly: false)
     if connection.isReadOnly {
       throw StoreError(

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The file's layout, its version (`PRAGMA user_version`) and the steps that
 /// bring an older file up to date.
 ///
@@ -36,6 +40,20 @@ enum Schema {
     var version: Int64 = 0
     try connection.prepare("PRAGMA user_version").query { row in version = row.integer(0) }
     return version
+  }
+
+  /// Refuses a file or directory that cannot be written, before SQLite
+  /// tries: on a read-only filesystem SQLite fails only later, on the WAL's
+  /// side files, with a less telling error. `access` reports a read-only
+  /// filesystem even to root.
+  static func checkWritable(path: String) throws(StoreError) {
+    let directory =
+      path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+    for (target, what) in [(path, "the file"), (directory, "its directory \(directory)")] {
+      guard access(target, W_OK) != 0, errno != ENOENT else { continue }
+      let reason = String(cString: strerror(errno))
+      throw StoreError(.readOnly, path: path, message: "\(what) is not writable (\(reason))")
+    }
   }
 
   /// Refuses a file this build must not touch, through a read-only connection
