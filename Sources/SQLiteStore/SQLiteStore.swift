@@ -111,14 +111,13 @@ public final class SQLiteStore: SessionStore, Sendable {
   /// a lock that is only ever held for list operations. After `close()` a
   /// ticketed write is answered `.unavailable` at once.
   public func write(_ write: StoreWrite) {
-    let refusedHandler = queue.update { queue -> (@Sendable ([StoreCompletion]) -> Void)?? in
-      if queue.stopping { return .some(queue.onCompleted) }
-      queue.pending.append(write)
-      return .none
+    let (accepted, handler) = queue.update { queue in
+      if !queue.stopping { queue.pending.append(write) }
+      return (!queue.stopping, queue.onCompleted)
     }
-    guard case .some(let handler) = refusedHandler,
-      let completion = write.completion(failure: "the store is closed")
-    else { return }
+    guard !accepted, let completion = write.completion(failure: "the store is closed") else {
+      return
+    }
     handler?([completion])
   }
 
@@ -163,11 +162,12 @@ public final class SQLiteStore: SessionStore, Sendable {
     var kept: [StoreWrite] = []
     var retryWait = Self.firstRetryWait
     while true {
-      let (batch, stopping, handler) = queue.wait(
+      let (batch, stopping) = queue.wait(
         until: { !$0.pending.isEmpty || $0.stopping }, timeout: kept.isEmpty ? nil : retryWait
       ) { queue in
         defer { queue.pending.removeAll(keepingCapacity: true) }
-        return (queue.pending, queue.stopping, queue.onCompleted)
+        queue.stats.batchInProgress = kept.count + queue.pending.count
+        return (queue.pending, queue.stopping)
       }
       let writes = kept + batch
       if !writes.isEmpty {
@@ -179,10 +179,11 @@ public final class SQLiteStore: SessionStore, Sendable {
         let completions = writes.compactMap {
           $0.completion(failure: failure.map(Self.outcomeMessage))
         }
-        queue.withLock { queue in
+        let handler = queue.withLock { queue in
           queue.stats.record(
             batch: writes.count, ticketed: completions.count, kept: kept.count, elapsed: elapsed,
             failure: failure)
+          return queue.onCompleted
         }
         if !completions.isEmpty { handler?(completions) }
       }

@@ -13,6 +13,8 @@ public struct StoreStats: Equatable, Sendable {
   public var writesKept = 0
   /// Writes queued and not yet taken by the writer.
   public var queueDepth = 0
+  /// Writes in the transaction being committed now (0 when the writer is idle).
+  public var batchInProgress = 0
   /// The most writes one transaction has carried.
   public var largestBatch = 0
   /// How long each commit took, successful or not, in milliseconds.
@@ -28,6 +30,7 @@ public struct StoreStats: Equatable, Sendable {
     let (seconds, attoseconds) = elapsed.components
     commitMs.observe(Double(seconds) * 1000 + Double(attoseconds) / 1e15)
     largestBatch = max(largestBatch, batch)
+    batchInProgress = 0
     writesKept = kept
     lastError = failure
     if failure == nil {
