@@ -36,7 +36,7 @@ public final class SQLiteStore: SessionStore, Sendable {
 
   public let path: String
   public let sync: SyncMode
-  private let database: Guarded<Database?>
+  let database: Guarded<Database?>
   private let queue: Guarded<WriteQueue>
   private let writer: Guarded<JoinableThread?>
 
@@ -119,6 +119,15 @@ public final class SQLiteStore: SessionStore, Sendable {
       return
     }
     handler?([completion])
+  }
+
+  /// A pragma's current value on the store's connection, as text.
+  func pragma(_ name: String) throws(StoreError) -> String? {
+    try withDatabase { database throws(StoreError) in
+      var value: String?
+      try database.connection.prepare("PRAGMA \(name)").query { row in value = row.text(0) }
+      return value
+    }
   }
 
   /// Counters for metrics, as they stand now.
@@ -239,7 +248,7 @@ extension StoreWrite {
 }
 
 /// The open connection and its prepared statements.
-private final class Database {
+final class Database {
   let connection: Connection
   let begin: Statement
   let commitTransaction: Statement

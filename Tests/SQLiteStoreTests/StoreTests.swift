@@ -173,3 +173,33 @@ import Testing
     #expect(try store.load().sessions.map(\.id) == ["a"])
   }
 }
+
+@Suite struct WriterTests {
+  /// WAL mode and the chosen synchronous level are set on the connection.
+  @Test(arguments: [(SyncMode.full, "2"), (.normal, "1")])
+  func setsJournalAndSync(sync: SyncMode, level: String) throws {
+    let fixture = try Fixture(sync: sync)
+    defer { fixture.finish() }
+    #expect(try fixture.store.pragma("journal_mode") == "wal")
+    #expect(try fixture.store.pragma("synchronous") == level)
+    #expect(try fixture.store.pragma("user_version") == "\(Schema.version)")
+  }
+
+  /// write() returns while the file is held (as during a long fsync): it only
+  /// queues. Were it to wait on the file, this test would hang past its limit.
+  @Test(.timeLimit(.minutes(1))) func writeNeverWaitsOnTheFile() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let (store, completions) = (fixture.store, fixture.completions)
+    fixture.store.database.withLock { _ in
+      for index in 0..<1000 {
+        store.write(save("s\(index)", SessionRecord(seq: UInt64(index)), ticket: UInt64(index)))
+      }
+      let stats = store.stats
+      #expect(stats.queueDepth + stats.batchInProgress == 1000)
+      #expect(stats.commits == 0)
+    }
+    #expect(completions.wait(for: 1000).count == 1000)
+    #expect(store.stats.queueDepth == 0)
+  }
+}
