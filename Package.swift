@@ -31,6 +31,9 @@ let package = Package(
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
+    // SQLiteStore alone: group-commit throughput and latency per sync mode.
+    .executableTarget(
+      name: "store-bench", dependencies: ["CountdownCore", "SQLiteStore"], path: "bench/StoreBench"),
   ],
   swiftLanguageModes: [.v6]
 )
