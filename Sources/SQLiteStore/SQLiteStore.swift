@@ -289,6 +289,8 @@ final class Database {
   }
 
   func commit(_ writes: [StoreWrite]) throws(StoreError) {
+    // A rollback that failed last time would make every BEGIN fail from now on.
+    if connection.inTransaction { try rollback.run() }
     try begin.run()
     do throws(StoreError) {
       for write in writes {

@@ -77,6 +77,17 @@ enum Schema {
     guard version >= 0 else {
       throw StoreError(.corrupt, path: path, message: "unknown schema version \(version)")
     }
+    // Version 0 with tables is another program's database, not a new file.
+    var tables: Int64 = 0
+    try connection.prepare("SELECT count(*) FROM sqlite_schema").query { row in
+      tables = row.integer(0)
+    }
+    guard version > 0 || tables == 0 else {
+      throw StoreError(
+        .foreign, path: path,
+        message: "it is a SQLite database of another program (\(tables) tables, no schema version)"
+      )
+    }
   }
 
   /// Brings an open read-write connection to `version`, in one transaction.

@@ -11,6 +11,8 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
   public enum Kind: String, Equatable, Sendable {
     /// The file exists but is not a SQLite database.
     case notADatabase
+    /// The file is a SQLite database, but not one of this server's.
+    case foreign
     /// The file's schema version is newer than this build understands.
     case newerSchema
     /// The file or its directory cannot be written.
@@ -71,7 +73,7 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
   public var description: String {
     switch kind {
     case .notADatabase: "\(path) is not a SQLite database: \(message)"
-    case .newerSchema, .closed: "\(path): \(message)"
+    case .newerSchema, .foreign, .closed: "\(path): \(message)"
     case .readOnly: "\(path) cannot be written: \(message)"
     case .full: "\(path): the disk is full: \(message)"
     default: "\(path): \(message)"

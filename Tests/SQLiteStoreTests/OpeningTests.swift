@@ -108,6 +108,27 @@ import Testing
     #expect(refusal?.message.contains("version \(Schema.version),") == true)
   }
 
+  /// Another program's SQLite database (tables, no schema version) is refused, unchanged.
+  @Test func refusesForeignDatabase() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("photos.sqlite")
+    try rawSQL(path, "CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+    let refusal = try expectRefusal(path, in: directory, kind: .foreign)
+    #expect(refusal?.message.contains("another program") == true)
+  }
+
+  /// An empty file (as `touch` leaves it) is a new database, not a refusal.
+  @Test func adoptsEmptyFile() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("countdown.db")
+    FileManager.default.createFile(atPath: path, contents: Data())
+    let store = try SQLiteStore.open(path: path)
+    defer { store.close() }
+    #expect(try store.load().sessions.isEmpty)
+  }
+
   /// On a read-only filesystem both an existing file and a missing one are
   /// refused as read-only, and the existing file is unchanged.
   @Test(.enabled(if: Tmpfs.canMount, "mounting a tmpfs is refused on this machine"))
