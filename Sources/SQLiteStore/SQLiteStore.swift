@@ -18,6 +18,12 @@ public struct StoreCompletion: Equatable, Sendable {
   /// `.applied(record)` once the record is committed, `.unavailable(message)`
   /// when the commit failed and nothing of it was stored. Never `.rejected`.
   public let outcome: SequenceOutcome
+
+  public init(ticket: Ticket, session: String, outcome: SequenceOutcome) {
+    self.ticket = ticket
+    self.session = session
+    self.outcome = outcome
+  }
 }
 
 /// Sessions' durable facts in one SQLite file: the `SessionStore` that

@@ -56,6 +56,24 @@ import Testing
     #expect(loaded.epoch == nil)
   }
 
+  /// The file holds the key's 32-byte SHA-256 as a BLOB and never the key's text.
+  @Test func storesOnlyTheKeyHash() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let key = "correct-horse-battery-staple"
+    fixture.store.write(save("team-a", SessionRecord(), key: KeyHash(of: key), ticket: 1))
+    _ = fixture.completions.wait(for: 1)
+    fixture.store.close()
+    var shape = ""
+    try Connection.open(path: fixture.path, readOnly: true).prepare(
+      "SELECT typeof(key_hash) || ':' || length(key_hash) FROM sessions"
+    ).query { row in shape = row.text(0) ?? "" }
+    #expect(shape == "blob:32")
+    let bytes = try #require(FileManager.default.contents(atPath: fixture.path))
+    #expect(bytes.range(of: Data(key.utf8)) == nil)
+    #expect(bytes.range(of: Data(KeyHash(of: key).array)) != nil)
+  }
+
   /// The epoch is stored synchronously and replaced, not duplicated.
   @Test func storesTheEpoch() throws {
     let directory = try TemporaryDirectory()
