@@ -76,7 +76,8 @@ public final class SQLiteStore: SessionStore, Sendable {
         .readOnly, path: path, message: "the file or its filesystem is read-only")
     }
     // Wait out another process's brief lock (a backup, the sqlite3 shell)
-    // instead of failing a commit at once; this runs on the writer thread only.
+    // instead of failing a commit at once. The wait can only fall on the
+    // writer thread or on start-up's load, never on write().
     try connection.execute("PRAGMA busy_timeout = 5000")
     if persistent {
       var mode = ""
