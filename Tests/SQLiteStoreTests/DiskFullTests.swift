@@ -73,3 +73,34 @@ import Testing
     #expect(store.stats.writesKept == 0)
   }
 }
+
+@Suite struct ReadOnlyWhileRunningTests {
+  /// When the database turns read-only under a running store (here SQLite's
+  /// own `query_only`, since a tmpfs with a file open for writing refuses to be
+  /// remounted read-only), commands are answered `unavailable` and nothing is
+  /// stored; once writable again the next write succeeds and the kept
+  /// deletion is applied.
+  @Test func recoversWhenWritableAgain() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let (store, completions) = (fixture.store, fixture.completions)
+    store.write(save("talk", SessionRecord(seq: 1), ticket: 0))
+    store.write(save("old", SessionRecord(), ticket: 1))
+    _ = completions.wait(for: 2)
+
+    _ = try store.pragma("query_only = ON")
+    store.write(save("talk", SessionRecord(phase: .running, endsAt: 9, seq: 2), ticket: 2))
+    store.write(.delete(session: "old"))
+    #expect(
+      completions.wait(for: 3).last?.outcome
+        == .unavailable("the server's storage is read-only; nothing changed"))
+    #expect(store.stats.lastError?.kind == .readOnly)
+    #expect(try store.load().sessions.map(\.id) == ["old", "talk"])
+
+    _ = try store.pragma("query_only = OFF")
+    let after = SessionRecord(phase: .paused, remainingMs: 1, seq: 3)
+    store.write(save("talk", after, ticket: 3))
+    #expect(completions.wait(for: 4).last?.outcome == .applied(after))
+    #expect(try store.load().sessions == [StoredSession(id: "talk", record: after, keyHash: nil)])
+  }
+}
