@@ -177,15 +177,19 @@ public final class SQLiteStore: SessionStore, Sendable {
   private func runWriter() {
     var kept: [StoreWrite] = []
     var retryWait = Self.firstRetryWait
+    // Swapped with the queue's array, so taking a batch under the lock that
+    // write() needs neither copies nor allocates.
+    var batch: [StoreWrite] = []
     while true {
-      let (batch, stopping) = queue.wait(
+      batch.removeAll(keepingCapacity: true)
+      let stopping = queue.wait(
         until: { !$0.pending.isEmpty || $0.stopping }, timeout: kept.isEmpty ? nil : retryWait
       ) { queue in
-        defer { queue.pending.removeAll(keepingCapacity: true) }
-        queue.stats.batchInProgress = kept.count + queue.pending.count
-        return (queue.pending, queue.stopping)
+        swap(&queue.pending, &batch)
+        queue.stats.batchInProgress = kept.count + batch.count
+        return queue.stopping
       }
-      let writes = kept + batch
+      let writes = kept.isEmpty ? batch : kept + batch
       if !writes.isEmpty {
         let started = ContinuousClock.now
         let failure = commit(writes)
