@@ -85,7 +85,7 @@ enum Schema {
     guard version > 0 || tables == 0 else {
       throw StoreError(
         .foreign, path: path,
-        message: "it is a SQLite database of another program (\(tables) tables, no schema version)"
+        message: "it is another program's SQLite database (it has tables but no schema version)"
       )
     }
   }

@@ -76,6 +76,7 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case .newerSchema, .foreign, .closed: "\(path): \(message)"
     case .readOnly: "\(path) cannot be written: \(message)"
     case .full: "\(path): the disk is full: \(message)"
+    case .cannotOpen: "\(path) cannot be opened or created: \(message)"
     default: "\(path): \(message)"
     }
   }
