@@ -16,10 +16,12 @@ final class Connection {
   /// Opens `path`. Read-only never creates the file; read-write creates it.
   static func open(path: String, readOnly: Bool) throws(StoreError) -> Connection {
     var handle: OpaquePointer?
-    // No shared cache, no URI parsing: the path is a plain file name or ":memory:".
+    // No shared cache, no URI parsing: the path is a plain file name or
+    // ":memory:". NOMUTEX because the owner already serialises every call, so
+    // SQLite's own per-call mutex would be paid on every bind and step for nothing.
     let flags =
       (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-      | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_PRIVATECACHE
+      | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_PRIVATECACHE
     let code = sqlite3_open_v2(path, &handle, flags, nil)
     guard code == SQLITE_OK, let handle else {
       // A failed open may still hand back a handle, which only carries the message.
