@@ -148,6 +148,10 @@ public final class SQLiteStore: SessionStore, Sendable {
 
   /// Commits everything queued so far, then stops the writer and closes the
   /// file. Blocks until done (for SIGTERM). Later writes are refused.
+  ///
+  /// The last batch's `onCompleted` runs before this returns, so whatever the
+  /// handler touches (an lws context to wake) must still exist. Never call it
+  /// from `onCompleted`: the writer would wait for itself.
   public func close() {
     queue.update { $0.stopping = true }
     let thread = writer.withLock { thread in
