@@ -17,11 +17,23 @@ let package = Package(
     ),
     // The only module that imports the C library.
     .target(name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets"]),
+    // Debian's libsqlite3-dev, seen through a modulemap and a shim for its casting macros.
+    .systemLibrary(
+      name: "CSQLite",
+      pkgConfig: "sqlite3",
+      providers: [.apt(["libsqlite3-dev"])]
+    ),
+    // Sessions' durable facts in SQLite: the only module that imports CSQLite.
+    .target(name: "SQLiteStore", dependencies: ["CountdownCore", "CSQLite"]),
     .executableTarget(name: "countdown-server", dependencies: ["CountdownCore", "LWSServer"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
+    // SQLiteStore alone: group-commit throughput and latency per sync mode.
+    .executableTarget(
+      name: "store-bench", dependencies: ["CountdownCore", "SQLiteStore"], path: "bench/StoreBench"),
   ],
   swiftLanguageModes: [.v6]
 )

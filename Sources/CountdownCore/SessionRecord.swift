@@ -104,8 +104,9 @@ public struct SessionRecord: Equatable, Sendable {
       next.phase = .idle
       next.endsAt = nil
       next.remainingMs = nil
-    case (.cancel, _),
-      (.pause, _) where next.phase != .running:
+    case (.cancel, _):
+      return .failure(.notRunning)
+    case (.pause, _) where next.phase != .running:
       return .failure(.notRunning)
     case (.pause, _):
       next.phase = .paused

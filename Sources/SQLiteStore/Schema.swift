@@ -1,0 +1,114 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The file's layout, its version (`PRAGMA user_version`) and the steps that
+/// bring an older file up to date.
+///
+/// - Version 1: `sessions` (one row per session: its `SessionRecord`) and
+///   `meta` (the epoch). Open control only.
+/// - Version 2: `sessions.key_hash`, the SHA-256 of the controller key in
+///   `--control key` mode (never the key itself).
+enum Schema {
+  /// The newest version this build reads and writes.
+  static let version: Int64 = 2
+
+  /// `steps[n]` takes a file from version n to n + 1. A new file runs them
+  /// all, so the upgrade path is exercised on every fresh database.
+  static let steps: [String] = [
+    """
+    CREATE TABLE sessions (
+      id TEXT PRIMARY KEY NOT NULL,
+      phase TEXT NOT NULL CHECK (phase IN ('idle', 'running', 'paused', 'finished')),
+      duration INTEGER NOT NULL,
+      ends_at INTEGER,
+      remaining_ms INTEGER,
+      finished_label TEXT,
+      seq INTEGER NOT NULL,
+      revision INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+    """,
+    """
+    ALTER TABLE sessions ADD COLUMN key_hash BLOB
+      CHECK (key_hash IS NULL OR length(key_hash) = 32);
+    """,
+  ]
+
+  static func userVersion(_ connection: Connection) throws(StoreError) -> Int64 {
+    var version: Int64 = 0
+    try connection.prepare("PRAGMA user_version").query { row in version = row.integer(0) }
+    return version
+  }
+
+  /// Refuses a file or directory that cannot be written, before SQLite
+  /// tries: on a read-only filesystem SQLite fails only later, on the WAL's
+  /// side files, with a less telling error. `access` reports a read-only
+  /// filesystem even to root.
+  static func checkWritable(path: String) throws(StoreError) {
+    let directory =
+      path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+    for (target, what) in [(path, "the file"), (directory, "its directory \(directory)")] {
+      guard access(target, W_OK) != 0, errno != ENOENT else { continue }
+      let reason = String(cString: strerror(errno))
+      throw StoreError(.readOnly, path: path, message: "\(what) is not writable (\(reason))")
+    }
+  }
+
+  /// Refuses a file this build must not touch, through a read-only connection
+  /// so that a refused file is never changed. A missing file passes: the
+  /// read-write open creates it, or says why it cannot.
+  static func validate(path: String) throws(StoreError) {
+    let connection: Connection
+    do {
+      connection = try Connection.open(path: path, readOnly: true)
+    } catch  where error.kind == .cannotOpen {
+      return
+    }
+    let version = try userVersion(connection)
+    guard version <= Schema.version else {
+      throw StoreError(
+        .newerSchema, path: path,
+        message:
+          "schema version \(version) is newer than version \(Schema.version), the newest this "
+          + "server supports; refusing to open it (use a newer server)")
+    }
+    guard version >= 0 else {
+      throw StoreError(.corrupt, path: path, message: "unknown schema version \(version)")
+    }
+    // Version 0 with tables is another program's database, not a new file.
+    var tables: Int64 = 0
+    try connection.prepare("SELECT count(*) FROM sqlite_schema").query { row in
+      tables = row.integer(0)
+    }
+    guard version > 0 || tables == 0 else {
+      throw StoreError(
+        .foreign, path: path,
+        message: "it is another program's SQLite database (it has tables but no schema version)"
+      )
+    }
+  }
+
+  /// Brings an open read-write connection to `version`, in one transaction.
+  static func migrate(_ connection: Connection) throws(StoreError) {
+    try connection.execute("BEGIN IMMEDIATE")
+    do throws(StoreError) {
+      // Read again under the write lock: the file may have changed since validation.
+      let found = try userVersion(connection)
+      guard found <= Schema.version else {
+        throw StoreError(
+          .newerSchema, path: connection.path,
+          message: "schema version \(found) is newer than version \(Schema.version)")
+      }
+      for step in steps[Int(found)...] { try connection.execute(step) }
+      if found < Schema.version {
+        try connection.execute("PRAGMA user_version = \(Schema.version)")
+      }
+      try connection.execute("COMMIT")
+    } catch {
+      if connection.inTransaction { try? connection.execute("ROLLBACK") }
+      throw error
+    }
+  }
+}

@@ -1,0 +1,180 @@
+import CountdownCore
+import Foundation
+import Testing
+
+@testable import SQLiteStore
+
+@Suite struct OpeningTests {
+  /// A version-1 file (before key hashes), as that version wrote it, frozen here.
+  static let versionOne = """
+    CREATE TABLE sessions (
+      id TEXT PRIMARY KEY NOT NULL,
+      phase TEXT NOT NULL CHECK (phase IN ('idle', 'running', 'paused', 'finished')),
+      duration INTEGER NOT NULL,
+      ends_at INTEGER,
+      remaining_ms INTEGER,
+      finished_label TEXT,
+      seq INTEGER NOT NULL,
+      revision INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+    INSERT INTO meta VALUES ('epoch', '1d017e78d0a5d052');
+    INSERT INTO sessions VALUES ('talk', 'running', 2400, 1796024364226, NULL, 'Time!', 12, 3, 1796021964226);
+    INSERT INTO sessions VALUES ('break', 'paused', 600, NULL, 123456, NULL, 4, 2, 1796021000000);
+    PRAGMA user_version = 1;
+    """
+
+  /// A version-1 file is migrated in place: its rows and epoch load, it is
+  /// version 2 afterwards, and key hashes can be stored in it.
+  @Test func migratesVersionOne() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("old.db")
+    try rawSQL(path, Self.versionOne)
+    #expect(try rawUserVersion(path) == 1)
+
+    let store = try SQLiteStore.open(path: path)
+    let loaded = try store.load()
+    #expect(loaded.epoch == "1d017e78d0a5d052")
+    #expect(
+      loaded.sessions == [
+        StoredSession(
+          id: "break",
+          record: SessionRecord(
+            phase: .paused, duration: 600, remainingMs: 123_456, seq: 4, revision: 2,
+            updatedAt: 1_796_021_000_000),
+          keyHash: nil),
+        StoredSession(
+          id: "talk",
+          record: SessionRecord(
+            phase: .running, duration: 2400, endsAt: 1_796_024_364_226, finishedLabel: "Time!",
+            seq: 12, revision: 3, updatedAt: 1_796_021_964_226),
+          keyHash: nil),
+      ])
+    let completions = Completions()
+    store.onCompleted = completions.handler
+    store.write(save("talk", loaded.sessions[1].record, key: KeyHash(of: "secret"), ticket: 1))
+    _ = completions.wait(for: 1)
+    store.close()
+    #expect(try rawUserVersion(path) == Schema.version)
+    let reopened = try SQLiteStore.open(path: path)
+    defer { reopened.close() }
+    #expect(try reopened.load().sessions.last?.keyHash == KeyHash(of: "secret"))
+  }
+
+  /// Opening `path` fails with `kind`, and leaves the file byte for byte as it
+  /// was and nothing new beside it. Returns the error for its message.
+  func expectRefusal(
+    _ path: String, in directory: TemporaryDirectory, kind: StoreError.Kind
+  ) throws -> StoreError? {
+    let before = FileManager.default.contents(atPath: path)
+    let namesBefore = try directory.names()
+    var refusal: StoreError?
+    do {
+      let store = try SQLiteStore.open(path: path)
+      store.close()
+    } catch {
+      refusal = error
+    }
+    #expect(refusal?.kind == kind, "\(String(describing: refusal))")
+    #expect(refusal?.description.contains(path) == true)
+    #expect(FileManager.default.contents(atPath: path) == before)
+    #expect(try directory.names() == namesBefore)
+    return refusal
+  }
+
+  /// A file of garbage is refused as "not a SQLite database", unchanged.
+  @Test(arguments: [4096, 100, 5])
+  func refusesGarbage(size: Int) throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("garbage.db")
+    var generator = SystemRandomNumberGenerator()
+    let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    let refusal = try expectRefusal(path, in: directory, kind: .notADatabase)
+    #expect(refusal?.description.contains("not a SQLite database") == true)
+  }
+
+  /// A file from a newer schema version is refused, naming both versions, unchanged.
+  @Test func refusesNewerVersion() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("newer.db")
+    try rawSQL(path, "CREATE TABLE future (x); PRAGMA user_version = \(Schema.version + 1);")
+    let refusal = try expectRefusal(path, in: directory, kind: .newerSchema)
+    #expect(refusal?.message.contains("version \(Schema.version + 1)") == true)
+    #expect(refusal?.message.contains("version \(Schema.version),") == true)
+  }
+
+  /// Another program's SQLite database (tables, no schema version) is refused, unchanged.
+  @Test func refusesForeignDatabase() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("photos.sqlite")
+    try rawSQL(path, "CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+    let refusal = try expectRefusal(path, in: directory, kind: .foreign)
+    #expect(refusal?.message.contains("another program") == true)
+  }
+
+  /// An empty file (as `touch` leaves it) is a new database, not a refusal.
+  @Test func adoptsEmptyFile() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("countdown.db")
+    FileManager.default.createFile(atPath: path, contents: Data())
+    let store = try SQLiteStore.open(path: path)
+    defer { store.close() }
+    #expect(try store.load().sessions.isEmpty)
+  }
+
+  /// On a read-only filesystem both an existing file and a missing one are
+  /// refused as read-only, and the existing file is unchanged.
+  @Test(.enabled(if: Tmpfs.canMount, "mounting a tmpfs is refused on this machine"))
+  func refusesReadOnly() throws {
+    let mount = try Tmpfs(size: "1m")
+    defer { mount.unmount() }
+    let path = mount.directory.file("countdown.db")
+    let store = try SQLiteStore.open(path: path)
+    try store.saveEpoch("feedfacecafebeef")
+    store.close()
+    #expect(mount.remountReadOnly())
+
+    let refusal = try expectRefusal(path, in: mount.directory, kind: .readOnly)
+    #expect(refusal?.description.contains("cannot be written") == true)
+    _ = try expectRefusal(mount.directory.file("missing.db"), in: mount.directory, kind: .readOnly)
+  }
+
+  /// A row this build cannot read (an unknown phase, a short key hash) makes
+  /// load fail with the session's name instead of restoring a wrong session.
+  @Test(arguments: [
+    ("phase = 'sleeping'", "unknown phase"), ("key_hash = x'0102'", "key hash of 2 bytes"),
+  ])
+  func refusesUnreadableRows(change: String, complaint: String) throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    fixture.store.write(save("team-a", SessionRecord(), ticket: 1))
+    _ = fixture.completions.wait(for: 1)
+    try rawSQL(
+      fixture.path, "PRAGMA ignore_check_constraints = 1; UPDATE sessions SET \(change)")
+    #expect {
+      try fixture.store.load()
+    } throws: { error in
+      (error as? StoreError)?.kind == .corrupt && "\(error)".contains("team-a")
+        && "\(error)".contains(complaint)
+    }
+  }
+
+  /// A directory that does not exist is a clear error, not a crash.
+  @Test func refusesMissingDirectory() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("no/such/dir/countdown.db")
+    #expect {
+      try SQLiteStore.open(path: path)
+    } throws: { error in
+      (error as? StoreError)?.kind == .cannotOpen && "\(error)".contains(path)
+    }
+  }
+}
