@@ -9,6 +9,9 @@ let package = Package(
   targets: [
     // Pure core: state machine, codec, registry, scheduler. Knows nothing of C or sockets.
     .target(name: "CountdownCore"),
+    // Logging, the Prometheus registry and process metrics: pure Swift, no lws,
+    // so storage and Redis modules can log and add metric families too.
+    .target(name: "Observability"),
     // Debian's libwebsockets-dev, seen through a modulemap and a small shim for macros.
     .systemLibrary(
       name: "CLibWebSockets",
@@ -16,8 +19,10 @@ let package = Package(
       providers: [.apt(["libwebsockets-dev"])]
     ),
     // The only module that imports the C library.
-    .target(name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets"]),
-    .executableTarget(name: "countdown-server", dependencies: ["CountdownCore", "LWSServer"]),
+    .target(
+      name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets", "Observability"]),
+    .executableTarget(
+      name: "countdown-server", dependencies: ["CountdownCore", "LWSServer", "Observability"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(

@@ -83,6 +83,7 @@ public final class Hub {
   /// sessions it knew are gone.
   public let epoch: String
   public var observer: (any HubObserver)?
+  public internal(set) var stats = HubStats()
 
   private let sessionConfig: SessionConfig.Shared
   private var sessions: [Session?] = []
