@@ -94,3 +94,38 @@ async def test_missing_key_gets_400(server):
     finally:
         ws.close()
     assert http_get(server.host, server.port, "/healthz")[0] == 200
+
+
+# -- frame rules lws 4.1.6 does not enforce ------------------------------------------------
+# Listed with their lws source lines in tests/autobahn/README.md. These tests pin what
+# happens today, so that an lws upgrade that changes it is noticed and the list updated.
+
+@run_async
+async def test_lws_accepts_an_unmasked_client_frame(server):
+    """RFC 6455 5.1: a server must fail a connection whose client sends an unmasked
+    frame. lws 4.1.6 reads the frame anyway, so the command is answered."""
+    ws = await RawWS.open(server.host, server.port, f"/ws/t{uuid.uuid4().hex}")
+    assert ws.status == 101
+    await ws.recv_frame(5)
+    await ws.send_frame(0x1, b'{"op":"ping","t":7}', mask=False)
+    _, opcode, payload = await ws.recv_frame(5)
+    assert opcode == 0x1 and b'"pong"' in payload, payload
+    ws.close()
+
+
+@pytest.mark.parametrize("frame", ["ping-126", "close-1-byte"])
+@run_async
+async def test_lws_drops_tcp_instead_of_closing_1002(server, frame):
+    """A control frame over 125 bytes, or a Close with a 1-byte payload, should get
+    close 1002. lws 4.1.6 (and our 1-byte guard) drops the TCP connection with no Close."""
+    ws = await RawWS.open(server.host, server.port, f"/ws/t{uuid.uuid4().hex}")
+    assert ws.status == 101
+    await ws.recv_frame(5)
+    if frame == "ping-126":
+        await ws.send_frame(0x9, b"p" * 126)
+    else:
+        await ws.send_frame(0x8, b"\x03")
+    assert await ws.wait_closed(5)
+    frames = await ws.frames_left()
+    assert all(opcode != 0x8 for _, opcode, _ in frames), frames
+    ws.close()

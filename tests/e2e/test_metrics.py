@@ -19,6 +19,7 @@ from cdclient import Client, http_get, run_async
 from opskit import delta, scrape, value, wait_event, wait_scrape
 from rawws import OP_CLOSE, RawWS
 from serverproc import start_server
+from test_handshake import handshake
 
 
 def sid() -> str:
@@ -140,9 +141,6 @@ async def test_server_close_codes_and_handshake_refusals_are_counted(quiet):
     await ws.send_frame(0x2, b"\x00")
     assert await ws.wait_closed(5)
     ws.close()
-    for headers in ([("Sec-WebSocket-Version", "8")],):
-        pass
-    from test_handshake import handshake
     assert (await handshake(quiet, version="8"))[0] == 426
     assert (await handshake(quiet, key="short"))[0] == 400
     after = wait_scrape(quiet.host, quiet.port,
