@@ -168,6 +168,9 @@ func countdownCallback(
 /// Refuses an upgrade with an HTTP status before any WebSocket exists.
 private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
   let server = server(of: wsi)
+  if let metrics = server.metricsVhost, lws_get_vhost(wsi) == metrics {
+    return respond(wsi, status: 404)
+  }
   let request = request(of: wsi)
   guard case .refuse(let cause) = server.admit(request) else { return 0 }
   server.refused(cause, request)
@@ -235,7 +238,8 @@ func httpCallback(
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
     guard rest.isEmpty || rest == "/",
-      let answer = server(of: wsi).answer(header(wsi, WSI_TOKEN_GET_URI) ?? "")
+      let answer = server(of: wsi).answer(
+        header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HEAD_URI) ?? "")
     else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0

@@ -57,6 +57,8 @@ public final class CountdownServer {
   var httpBodies: [OpaquePointer: [UInt8]] = [:]
   /// The bound port of the `--metrics-port` listener.
   public private(set) var metricsListenPort: Int?
+  /// That listener's vhost, which serves no WebSocket.
+  private(set) var metricsVhost: OpaquePointer?
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private let timer: UnsafeMutablePointer<cds_timer_t>
@@ -270,6 +272,7 @@ public final class CountdownServer {
     guard let vhost = lws_create_vhost(context, &info) else {
       throw .contextCreationFailed(host: config.metricsHost, port: port)
     }
+    metricsVhost = vhost
     return Int(lws_get_vhost_listen_port(vhost))
   }
 

@@ -129,6 +129,20 @@ public final class Logger: Sendable {
     counts.snapshot()
   }
 
+  /// `countdown_log_lines_total{level}` and the lines dropped on a stalled stderr.
+  public func collect(into writer: inout MetricsWriter) {
+    let (byLevel, dropped) = counts.snapshot()
+    writer.family(
+      "countdown_log_lines_total", .counter, help: "Log lines emitted, by level (dropped included)."
+    )
+    for (level, count) in byLevel {
+      writer.sample("countdown_log_lines_total", ["level": level.rawValue], Double(count))
+    }
+    writer.single(
+      "countdown_log_lines_dropped_total", .counter,
+      help: "Log lines dropped because stderr was not taking them.", Double(dropped))
+  }
+
   // MARK: Formatting
 
   static func json(_ level: LogLevel, _ event: String, _ fields: [(String, LogValue)]) -> [UInt8] {

@@ -103,6 +103,7 @@ let server = CountdownServer(config: options.server, hub: hub)
 let processMetrics = ProcessMetrics()
 server.metrics.register { collectHubStats(hub, into: &$0) }
 server.metrics.register { processMetrics.collect(into: &$0) }
+server.metrics.register { log.collect(into: &$0) }
 server.metrics.register { writer in
   writer.family(
     "countdown_build_info", .gauge, help: "Versions of the server and of lws; always 1.")

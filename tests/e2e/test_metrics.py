@@ -48,7 +48,7 @@ def test_metrics_parse_and_have_every_family(quiet):
         "countdown_sessions_forgotten_total", "countdown_commands_in_flight", "countdown_patches_merged_total",
         "countdown_tick_lateness_seconds_bucket", "process_resident_memory_bytes", "process_start_time_seconds",
         "process_cpu_seconds_total", "process_max_fds", "countdown_build_info", "countdown_ready",
-        "countdown_metrics_render_seconds",
+        "countdown_metrics_render_seconds", "countdown_log_lines_total", "countdown_log_lines_dropped_total",
     ]:
         assert family in names, f"{family} missing from /metrics"
     for family in ["countdown_connections_closed_total", "countdown_commands_total"]:
@@ -225,6 +225,9 @@ def test_metrics_placement():
         assert http_get("127.0.0.1", port, "/")[0] == 404
         assert http_get("127.0.0.1", port, "/index.html")[0] == 404
         assert value(scrape("127.0.0.1", port), "countdown_ready") == 1
+        upgrade = asyncio.run(RawWS.open("127.0.0.1", port, f"/ws/{sid()}"))
+        assert upgrade.status == 404, "the metrics port serves no WebSocket"
+        upgrade.close()
     finally:
         split.stop_and_check()
 
