@@ -21,10 +21,8 @@ import http.client
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 

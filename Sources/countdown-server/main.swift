@@ -44,7 +44,9 @@ do {
 
 var isDirectory = stat()
 guard stat(options.server.publicDirectory + "/index.html", &isDirectory) == 0 else {
-  fail("--public \(options.server.publicDirectory): no index.html there")
+  let name: String =
+    if case .environment(let variable) = options.sources["--public"] { variable } else { "--public" }
+  fail("\(name) must be a directory with an index.html, not '\(options.server.publicDirectory)'")
 }
 
 Logger.shared = Logger(

@@ -6,7 +6,6 @@ promises, and the installed server serves the installed page."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 

@@ -6,10 +6,7 @@ time with thousands of sessions."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
-import re
 import struct
 import uuid
 

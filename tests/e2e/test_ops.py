@@ -12,14 +12,13 @@ import signal
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from cdclient import Client, ConnectionClosed, http_get, run_async
 from opskit import log_lines, wait_event
 from rawws import RawWS
-from serverproc import PUBLIC_DIR, REPO_ROOT, server_binary, start_server
+from serverproc import REPO_ROOT, server_binary, start_server
 
 
 def sid() -> str:
@@ -260,6 +259,7 @@ async def test_variables_configure_the_server_and_flags_win():
         ("COUNTDOWN_AUTOBAHN_ECHO", "perhaps", "on or off"),
         ("COUNTDOWN_DRAIN_SECONDS", "-1", "0 to 3600"),
         ("COUNTDOWN_HOST", "", "must not be empty"),
+        ("COUNTDOWN_PUBLIC", "/nonexistent", "a directory with an index.html"),
     ],
 )
 def test_bad_variable_exits_2_naming_it(name, bad, allowed):
