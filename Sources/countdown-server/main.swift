@@ -45,7 +45,9 @@ do {
 var isDirectory = stat()
 guard stat(options.server.publicDirectory + "/index.html", &isDirectory) == 0 else {
   let name: String =
-    if case .environment(let variable) = options.sources["--public"] { variable } else { "--public" }
+    if case .environment(let variable) = options.sources["--public"] { variable } else {
+      "--public"
+    }
   fail("\(name) must be a directory with an index.html, not '\(options.server.publicDirectory)'")
 }
 
