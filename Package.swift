@@ -24,6 +24,7 @@ let package = Package(
     .executableTarget(
       name: "countdown-server", dependencies: ["CountdownCore", "LWSServer", "Observability"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),

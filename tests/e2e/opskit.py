@@ -50,7 +50,9 @@ def wait_scrape(host: str, port: int, ready, timeout: float = 5.0, what: str = "
 def log_lines(server) -> list[dict]:
     """The server's stderr as JSON objects; every line must parse."""
     lines = []
-    for raw in server.stderr().splitlines():
+    text = server.stderr()
+    # A line still being written has no newline yet: it is read next time.
+    for raw in text[: text.rfind("\n") + 1].splitlines():
         if not raw.strip():
             continue
         try:

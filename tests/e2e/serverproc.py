@@ -128,10 +128,11 @@ class ServerProcess:
             return
 
     def stderr(self) -> str:
+        # pread, not seek + read: the child shares this file's offset, and moving it
+        # while the server logs would make its next line overwrite earlier ones.
         try:
-            self.stderr_file.flush()
-            self.stderr_file.seek(0)
-            return self.stderr_file.read().decode("utf-8", "replace")
+            fd = self.stderr_file.fileno()
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
         except (OSError, ValueError):
             return "<stderr unavailable>"
 
