@@ -9,6 +9,9 @@ let package = Package(
   targets: [
     // Pure core: state machine, codec, registry, scheduler. Knows nothing of C or sockets.
     .target(name: "CountdownCore"),
+    // Logging, the Prometheus registry and process metrics: pure Swift, no lws,
+    // so storage and Redis modules can log and add metric families too.
+    .target(name: "Observability"),
     // Debian's libwebsockets-dev, seen through a modulemap and a small shim for macros.
     .systemLibrary(
       name: "CLibWebSockets",
@@ -16,7 +19,8 @@ let package = Package(
       providers: [.apt(["libwebsockets-dev"])]
     ),
     // The only module that imports the C library.
-    .target(name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets"]),
+    .target(
+      name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets", "Observability"]),
     // Debian's libsqlite3-dev, seen through a modulemap and a shim for its casting macros.
     .systemLibrary(
       name: "CSQLite",
@@ -25,9 +29,12 @@ let package = Package(
     ),
     // Sessions' durable facts in SQLite: the only module that imports CSQLite.
     .target(name: "SQLiteStore", dependencies: ["CountdownCore", "CSQLite"]),
-    .executableTarget(name: "countdown-server", dependencies: ["CountdownCore", "LWSServer"]),
+    .executableTarget(
+      name: "countdown-server",
+      dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
+    .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),

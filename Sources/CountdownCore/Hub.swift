@@ -14,6 +14,13 @@ public enum ReceiveOutcome: Equatable, Sendable {
   case close(code: CloseCode, reason: String)
 }
 
+/// Hears every published change and every forgotten session, for logs: it
+/// runs on the service thread inside the hub, so it must be cheap.
+public protocol HubObserver: AnyObject {
+  func hub(published patch: Patch, session: String)
+  func hub(forgot session: String)
+}
+
 /// All sessions, all viewers, and the one deadline heap: the whole server
 /// minus the sockets. It coordinates three parts, each in its own file: the
 /// registry of sessions and connections (here), the command path
@@ -100,6 +107,7 @@ public final class Hub {
   /// Changes whenever the sessions' history starts over (a new store), so a
   /// client can tell that the sessions it knew are gone.
   public let epoch: String
+  public var observer: (any HubObserver)?
   public internal(set) var stats = HubStats()
 
   let sessionConfig: SessionConfig.Shared
@@ -419,7 +427,8 @@ public final class Hub {
       stats.sessionsByPhase[after.index] += 1
     }
     switch action {
-    case .broadcast(_, let next):
+    case .broadcast(let patch, let next):
+      observer?.hub(published: patch, session: sessions[handle].id)
       if !sessions[handle].dirty {
         sessions[handle].dirty = true
         dirtySessions.append(handle)
@@ -466,6 +475,7 @@ public final class Hub {
     stats.sessionsForgotten += 1
     stats.sessionsByPhase[session.machine.phase.index] -= 1
     sequencer.forgot(session: session.id)
+    observer?.hub(forgot: session.id)
     return true
   }
 }

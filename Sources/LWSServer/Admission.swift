@@ -1,11 +1,12 @@
 import CountdownCore
+import Observability
 
 /// What a WebSocket upgrade request is, decided before the handshake completes.
 enum Admission: Equatable {
   case countdown(session: String)
   case echo
-  /// Refuse with this HTTP status.
-  case refuse(status: UInt32)
+  /// Refuse with the HTTP status of this cause.
+  case refuse(RefusalCause)
 }
 
 /// The facts of an upgrade request that admission depends on, read from lws.
@@ -14,12 +15,18 @@ struct UpgradeRequest {
   var origin: String?
   var host: String?
   var peer: String
+  var version: String?
+  var key: String?
 }
 
 extension CountdownServer {
   /// Decides an upgrade: path, origin, then the connection caps. Pure Swift,
   /// so the rules read in one place.
   func admit(_ request: UpgradeRequest) -> Admission {
+    // RFC 6455 4.2.1: lws 4.1.6 answers any version as 13, and takes any key.
+    guard request.version?.trimmingPrefix(" ") == "13" else { return .refuse(.badVersion) }
+    guard let key = request.key, Self.isWebSocketKey(key) else { return .refuse(.badKey) }
+    if draining { return .refuse(.draining) }
     let target: Admission
     if config.echoRoute && request.path == "/echo" {
       target = .echo
@@ -28,16 +35,43 @@ extension CountdownServer {
     {
       target = .countdown(session: id)
     } else {
-      return .refuse(status: 404)
+      return .refuse(.badSessionID)
     }
     if let origin = request.origin, !originAllowed(origin, host: request.host) {
-      return .refuse(status: 403)
+      return .refuse(.origin)
     }
-    if openSockets >= config.maxConnections { return .refuse(status: 503) }
+    if openSockets >= config.maxConnections { return .refuse(.totalCap) }
     if connectionsByPeer[request.peer, default: 0] >= config.maxConnectionsPerIP {
-      return .refuse(status: 429)
+      return .refuse(.perIP)
     }
     return target
+  }
+
+  /// Counts and logs a refused upgrade. The path is logged without its query,
+  /// which may carry a controller key.
+  func refused(_ cause: RefusalCause, _ request: UpgradeRequest) {
+    network.refuse(cause)
+    Logger.shared.info(
+      "upgrade_refused",
+      [
+        "cause": LogValue(cause.rawValue), "status": LogValue(cause.status),
+        "peer": LogValue(request.peer), "path": LogValue(request.path),
+      ])
+  }
+
+  /// A Sec-WebSocket-Key is 16 bytes in base64: 22 digits, then "==".
+  static func isWebSocketKey(_ key: String) -> Bool {
+    let bytes = Array(key.utf8)
+    guard bytes.count == 24, bytes[22] == UInt8(ascii: "="), bytes[23] == UInt8(ascii: "=")
+    else { return false }
+    return bytes[..<22].allSatisfy { byte in
+      switch byte {
+      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"):
+        true
+      default: false
+      }
+    }
   }
 
   /// The server's own origin is always allowed: the page it served, at the

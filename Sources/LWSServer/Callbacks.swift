@@ -1,5 +1,6 @@
 import CLibWebSockets
 import CountdownCore
+import Observability
 
 // The C entry points. Raw pointers end here: each callback recovers the
 // server from the context, turns lws's arguments into Swift values, and
@@ -10,7 +11,8 @@ private enum SocketTag {
   /// Positive values are a hub ConnectionID + 1; 0 is nothing yet.
   static let refused: Int32 = -1
   static let echo: Int32 = -2
-  static let health: Int32 = -3
+  /// A plain HTTP answer whose body waits in `httpBodies`.
+  static let httpBody: Int32 = -3
 }
 
 private func server(of wsi: OpaquePointer) -> CountdownServer {
@@ -52,10 +54,12 @@ private func peerAddress(_ wsi: OpaquePointer) -> String {
 private func request(of wsi: OpaquePointer) -> UpgradeRequest {
   UpgradeRequest(
     path: header(wsi, WSI_TOKEN_GET_URI) ?? "", origin: header(wsi, WSI_TOKEN_ORIGIN),
-    host: header(wsi, WSI_TOKEN_HOST), peer: peerAddress(wsi))
+    host: header(wsi, WSI_TOKEN_HOST), peer: peerAddress(wsi),
+    version: header(wsi, WSI_TOKEN_VERSION), key: header(wsi, WSI_TOKEN_KEY))
 }
 
 private func close(_ wsi: OpaquePointer, code: UInt16, reason: String) -> Int32 {
+  server(of: wsi).closing(wsi, code: code, reason: reason)
   var bytes = Array(reason.utf8.prefix(120))
   lws_close_reason(wsi, lws_close_status(UInt32(code)), &bytes, bytes.count)
   return -1
@@ -91,7 +95,9 @@ func countdownCallback(
     case .echo:
       server.echoOpened(wsi, peer: request.peer)
       setTag(user, SocketTag.echo)
-    case .refuse:
+    case .refuse(let cause):
+      // The state changed since the upgrade was confirmed (a cap was reached).
+      server.refused(cause, request)
       return -1
     }
 
@@ -134,10 +140,15 @@ func countdownCallback(
   case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
     // A 1-byte close payload is malformed (a status code takes two); lws would
     // echo it back. Drop the connection instead.
-    return length == 1 ? -1 : 0
+    if length == 1 { return -1 }
+    let payload = UnsafeRawBufferPointer(start: input, count: length)
+    let code = length >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005
+    server(of: wsi).peerClosing(wsi, code: code)
+    return 0
 
   case LWS_CALLBACK_CLOSED:
     let server = server(of: wsi)
+    if tag(user) != 0 { server.countClosed(wsi, lwsSentClose: lws_get_close_length(wsi) != 0) }
     switch tag(user) {
     case SocketTag.echo: server.echoClosed(wsi)
     case SocketTag.refused: server.closedRefused(wsi)
@@ -156,8 +167,16 @@ func countdownCallback(
 
 /// Refuses an upgrade with an HTTP status before any WebSocket exists.
 private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
-  guard case .refuse(let status) = server(of: wsi).admit(request(of: wsi)) else { return 0 }
-  return respond(wsi, status: status)
+  let server = server(of: wsi)
+  if let metrics = server.metricsVhost, lws_get_vhost(wsi) == metrics {
+    return respond(wsi, status: 404)
+  }
+  let request = request(of: wsi)
+  guard case .refuse(let cause) = server.admit(request) else { return 0 }
+  server.refused(cause, request)
+  // RFC 6455 4.4: name the version the server speaks.
+  let headers = cause == .badVersion ? "sec-websocket-version: 13\r\n" : ""
+  return respond(wsi, status: cause.status, headers: headers)
 }
 
 /// Answers with a short plain-text status and ends the transaction.
@@ -184,7 +203,7 @@ private let securityHeaders =
 
 private let refusalReasons: [UInt32: String] = [
   400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-  429: "Too Many Requests",
+  426: "Upgrade Required", 429: "Too Many Requests",
   503: "Service Unavailable",
 ]
 
@@ -215,26 +234,35 @@ func httpCallback(
     return 0
 
   case LWS_CALLBACK_HTTP:
-    // `input` is the path below the /healthz mount, or a path the file mount
-    // had no file for: only the mount itself exists.
+    // `input` is the path below an endpoint's mount, or a path no mount or
+    // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
-    guard rest.isEmpty || rest == "/" else {
+    guard rest.isEmpty || rest == "/",
+      let answer = server(of: wsi).answer(
+        header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HEAD_URI) ?? "")
+    else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
-    setTag(user, SocketTag.health)
-    return writeHealthHeaders(wsi) ? 0 : -1
+    setTag(user, SocketTag.httpBody)
+    server(of: wsi).httpBodies[wsi] = answer.body
+    return writeHeaders(wsi, status: answer.status, type: answer.type, length: answer.body.count)
+      ? 0 : -1
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
-    guard tag(user) == SocketTag.health else { break }
+    guard tag(user) == SocketTag.httpBody else { break }
     setTag(user, 0)
+    let body = server(of: wsi).httpBodies.removeValue(forKey: wsi) ?? []
     let pre = cds_lws_pre()
-    var framed = [UInt8](repeating: 0, count: pre) + healthBody
+    var framed = [UInt8](repeating: 0, count: pre) + body
     let written = framed.withUnsafeMutableBufferPointer { buffer in
-      lws_write(wsi, buffer.baseAddress! + pre, healthBody.count, LWS_WRITE_HTTP_FINAL)
+      lws_write(wsi, buffer.baseAddress! + pre, body.count, LWS_WRITE_HTTP_FINAL)
     }
     guard written >= 0 else { return -1 }
     return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+
+  case LWS_CALLBACK_CLOSED_HTTP:
+    if tag(user) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
 
   default:
     break
@@ -242,9 +270,7 @@ func httpCallback(
   return lws_callback_http_dummy(wsi, reason, user, input, length)
 }
 
-private let healthBody = Array(#"{"status":"ok"}"#.utf8)
-
-private func writeHealthHeaders(_ wsi: OpaquePointer) -> Bool {
+private func writeHeaders(_ wsi: OpaquePointer, status: UInt32, type: String, length: Int) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
   return buffer.withUnsafeMutableBufferPointer { memory in
@@ -253,11 +279,40 @@ private func writeHealthHeaders(_ wsi: OpaquePointer) -> Bool {
     var cursor: UnsafeMutablePointer<UInt8>? = start
     guard
       lws_add_http_common_headers(
-        wsi, UInt32(HTTP_STATUS_OK.rawValue), "application/json",
-        lws_filepos_t(healthBody.count), &cursor, end) == 0,
+        wsi, status, type, lws_filepos_t(length), &cursor, end) == 0,
       lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
     else { return false }
     lws_callback_on_writable(wsi)
     return true
   }
+}
+
+// MARK: libwebsockets' own log lines
+
+/// Sends lws's log lines through the server's logger, at the mapped level,
+/// with lws enabling only the levels the logger would print. lws's notices
+/// are routine (one for each HTTP answer that took two writes), so they map
+/// to debug with its info lines.
+func routeLibraryLog(to logger: Logger) {
+  let mask: Int32 =
+    switch logger.level {
+    case .error: LLL_ERR
+    case .warn: LLL_ERR | LLL_WARN
+    case .info: LLL_ERR | LLL_WARN
+    case .debug: (1 << LLL_COUNT) - 1
+    }
+  lws_set_log_level(mask, emitLibraryLine)
+}
+
+private func emitLibraryLine(_ level: Int32, _ line: UnsafePointer<CChar>?) {
+  guard let line else { return }
+  var text = String(cString: line)
+  while text.last?.isNewline == true { text.removeLast() }
+  let mapped: LogLevel =
+    switch level {
+    case LLL_ERR: .error
+    case LLL_WARN: .warn
+    default: .debug
+    }
+  Logger.shared.log(mapped, "lws", fields: [("msg", .string(text))])
 }

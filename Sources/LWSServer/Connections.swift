@@ -1,4 +1,5 @@
 import CountdownCore
+import Observability
 
 /// What became of a received chunk.
 enum ChunkOutcome: Equatable {
@@ -30,8 +31,16 @@ extension CountdownServer {
   func opened(_ wsi: OpaquePointer, session: String, key: String?, peer: String) -> ConnectionID? {
     openSockets += 1
     connectionsByPeer[peer, default: 0] += 1
+    network.accepted += 1
     switch hub.connect(session: session, key: key, now: clock.nowMilliseconds()) {
     case .refused(let code):
+      network.refuse(.sessionCap)
+      Logger.shared.info(
+        "upgrade_refused",
+        [
+          "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
+          "peer": LogValue(peer),
+        ])
       refusals[wsi] = (peer, code)
       requestWritable(wsi)
       return nil
@@ -173,6 +182,7 @@ extension CountdownServer {
   // MARK: The test-only echo route
 
   func echoOpened(_ wsi: OpaquePointer, peer: String) {
+    network.accepted += 1
     openSockets += 1
     connectionsByPeer[peer, default: 0] += 1
     echoes[wsi] = EchoState()

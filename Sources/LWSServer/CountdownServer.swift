@@ -1,5 +1,6 @@
 import CLibWebSockets
 import CountdownCore
+import Observability
 
 #if canImport(Glibc)
   import Glibc
@@ -41,6 +42,23 @@ public final class CountdownServer {
   var echoPeers: [OpaquePointer: String] = [:]
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
+  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
+  public private(set) var draining = false
+  /// Set once the listeners are up.
+  private var listening = false
+  /// Further conditions for `/readyz` (a storage load, for one), by name.
+  private var readinessChecks: [(name: String, isMet: () -> Bool)] = []
+  /// Every metric family `/metrics` renders; others register theirs here.
+  public let metrics = MetricsRegistry()
+  var network = NetworkStats()
+  /// The close code each closing WebSocket sent or received first, as a metrics label.
+  var closeCodes: [OpaquePointer: String] = [:]
+  /// Bodies of HTTP answers waiting for their connection to be writable.
+  var httpBodies: [OpaquePointer: [UInt8]] = [:]
+  /// The bound port of the `--metrics-port` listener.
+  public private(set) var metricsListenPort: Int?
+  /// That listener's vhost, which serves no WebSocket.
+  private(set) var metricsVhost: OpaquePointer?
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private let timer: UnsafeMutablePointer<cds_timer_t>
@@ -48,6 +66,8 @@ public final class CountdownServer {
   /// shutdown deadline.
   private let housekeeping: UnsafeMutablePointer<cds_timer_t>
   private var shutdownDeadlinePassed = false
+  private let drainTimer: UnsafeMutablePointer<cds_timer_t>
+  private var drainOver = false
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
@@ -64,12 +84,16 @@ public final class CountdownServer {
     timer.initialize(to: cds_timer_t())
     housekeeping = .allocate(capacity: 1)
     housekeeping.initialize(to: cds_timer_t())
+    drainTimer = .allocate(capacity: 1)
+    drainTimer.initialize(to: cds_timer_t())
+    metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
 
   deinit {
     scratch.deallocate()
     timer.deallocate()
     housekeeping.deallocate()
+    drainTimer.deallocate()
     for pointer in retained { free(pointer) }
   }
 
@@ -78,7 +102,7 @@ public final class CountdownServer {
   /// Listens, calls `onListening` with the bound port, then services the
   /// socket until `requestStop`. Runs on (and becomes) the service thread.
   public func run(onListening: (Int) -> Void) throws(LWSError) {
-    lws_set_log_level(getenv("CDS_DEBUG") != nil ? 0xff : (LLL_ERR | LLL_WARN), nil)
+    routeLibraryLog(to: Logger.shared)
     var info = lws_context_creation_info()
     info.port = Int32(config.port)
     info.iface = retain(config.host)
@@ -104,22 +128,88 @@ public final class CountdownServer {
       lws_context_destroy(created)
       context = nil
     }
+    if let port = config.metricsPort {
+      metricsListenPort = try createMetricsListener(created, port: port)
+    }
     let vhost = lws_get_vhost_by_name(created, "default")
+    listening = true
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
 
     while !ActiveContext.stopRequested {
-      let code = lws_service(created, 0)
+      let code = serviceOnce(created)
       if code < 0 { throw .serviceFailed(code: code) }
     }
+    draining = true
+    let log = Logger.shared
+    if config.drainSeconds > 0 {
+      // Keep serving while a load balancer sees /readyz fail and moves traffic.
+      log.info(
+        "draining",
+        ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
+      drainTimer.pointee.user = Unmanaged.passUnretained(self).toOpaque()
+      lws_sul_schedule(
+        created, 0, &drainTimer.pointee.sul, drainFired,
+        lws_usec_t(config.drainSeconds) * 1_000_000)
+      while !drainOver && !ActiveContext.stopRequestedAgain {
+        if serviceOnce(created) < 0 { break }
+      }
+      lws_sul_cancel(&drainTimer.pointee.sul)
+    }
     // Close every WebSocket with 1001 "going away", for at most 1.5 s.
+    log.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
     for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
     scheduleHousekeeping(afterMs: 1500)
     while openSockets > 0 && !shutdownDeadlinePassed {
-      if lws_service(created, 0) < 0 { break }
+      if serviceOnce(created) < 0 { break }
     }
+  }
+
+  /// One turn of the poll loop, timed by the thread's CPU clock so that the
+  /// wait inside poll() does not count as work.
+  private func serviceOnce(_ context: OpaquePointer) -> Int32 {
+    let started = threadCPUSeconds()
+    let code = lws_service(context, 0)
+    recordLoopIteration(seconds: threadCPUSeconds() - started)
+    return code
+  }
+
+  private func threadCPUSeconds() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+  }
+
+  fileprivate func drainDidFire() {
+    drainOver = true
+    if let context { lws_cancel_service(context) }
+  }
+
+  // MARK: Readiness
+
+  /// `/readyz` answers 200 only when every check passes, besides the listener
+  /// being up and no drain under way. Checks run on the service thread at
+  /// each request, so they must be cheap.
+  public func addReadinessCheck(_ name: String, _ isMet: @escaping () -> Bool) {
+    readinessChecks.append((name, isMet))
+  }
+
+  /// What `/readyz` is still waiting for; empty when ready.
+  func unmetReadiness() -> [String] {
+    var waiting: [String] = []
+    if draining { waiting.append("draining") }
+    if !listening { waiting.append("listener") }
+    for check in readinessChecks where !check.isMet() { waiting.append(check.name) }
+    return waiting
+  }
+
+  var isReady: Bool { unmetReadiness().isEmpty }
+
+  /// The libwebsockets build this process links.
+  public static var libraryVersion: String {
+    String(cString: lws_get_library_version())
   }
 
   /// Keepalive and stuck sockets are checked about this often: one pass over
@@ -135,6 +225,9 @@ public final class CountdownServer {
     guard force || now - lastSweepAt >= Self.sweepIntervalMs / 2 else { return }
     lastSweepAt = now
     let sweep = sweepConnections(now: now)
+    if !sweep.close.isEmpty {
+      Logger.shared.info("connections_timed_out", ["count": LogValue(sweep.close.count)])
+    }
     for wsi in sweep.close {
       // Silent too long, or not writable for a minute: kill it from outside
       // its callbacks, the way lws allows.
@@ -159,6 +252,28 @@ public final class CountdownServer {
       return
     }
     sweepIfDue(now: clock.nowMilliseconds(), force: true)
+  }
+
+  /// A listener on its own port for `/metrics`, `/healthz` and `/readyz`,
+  /// so metrics can stay on loopback while the page is served to the world.
+  private func createMetricsListener(_ context: OpaquePointer, port: Int) throws(LWSError) -> Int {
+    var info = lws_context_creation_info()
+    info.port = Int32(port)
+    info.iface = retain(config.metricsHost)
+    info.vhost_name = retain("metrics")
+    var http = lws_protocols()
+    http.name = retain("http")
+    http.callback = httpCallback
+    http.per_session_data_size = MemoryLayout<Int32>.size
+    info.protocols = UnsafePointer(retain([http, lws_protocols()]))
+    info.mounts = UnsafePointer(makeEndpointMounts(["/healthz", "/readyz", "/metrics"], next: nil))
+    info.options = cds_option_security_headers()
+    if !config.metricsHost.contains(":") { info.options |= cds_option_disable_ipv6() }
+    guard let vhost = lws_create_vhost(context, &info) else {
+      throw .contextCreationFailed(host: config.metricsHost, port: port)
+    }
+    metricsVhost = vhost
+    return Int(lws_get_vhost_listen_port(vhost))
   }
 
   /// Asks the service loop to finish. Safe from a signal handler.
@@ -193,7 +308,11 @@ public final class CountdownServer {
     }
     let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
     // lws keeps whatever the socket does not take and holds WRITEABLE until it drains.
-    return lws_write(wsi, payload, frame.count, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) >= 0
+    guard lws_write(wsi, payload, frame.count, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) >= 0
+    else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(frame.count)
+    return true
   }
 
   private func armTimer() {
@@ -277,13 +396,25 @@ public final class CountdownServer {
     files.extra_mimetypes = UnsafePointer(mimeTypes)
     let filesMount = retain([files])
 
-    var health = lws_http_mount()
-    health.mount_next = UnsafePointer(filesMount)
-    health.mountpoint = retain("/healthz")
-    health.mountpoint_len = 8
-    health.protocol = retain("http")
-    health.origin_protocol = UInt8(LWSMPRO_CALLBACK.rawValue)
-    return retain([health])
+    let endpoints = ["/healthz", "/readyz"] + (config.metricsOnMainPort ? ["/metrics"] : [])
+    return makeEndpointMounts(endpoints, next: filesMount)
+  }
+
+  /// Mounts that hand each of `paths` to `httpCallback`.
+  private func makeEndpointMounts(
+    _ paths: [String], next: UnsafeMutablePointer<lws_http_mount>?
+  ) -> UnsafeMutablePointer<lws_http_mount> {
+    var head = next
+    for path in paths.reversed() {
+      var mount = lws_http_mount()
+      mount.mount_next = UnsafePointer(head)
+      mount.mountpoint = retain(path)
+      mount.mountpoint_len = UInt8(path.utf8.count)
+      mount.protocol = retain("http")
+      mount.origin_protocol = UInt8(LWSMPRO_CALLBACK.rawValue)
+      head = retain([mount])
+    }
+    return head!
   }
 
   /// Binds a client that names no subprotocol to ours rather than to "http".
@@ -313,7 +444,10 @@ public final class CountdownServer {
     let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
     payload[0] = UInt8(ascii: "k")
     payload[1] = UInt8(ascii: "a")
-    return lws_write(wsi, payload, 2, LWS_WRITE_PING) >= 0
+    guard lws_write(wsi, payload, 2, LWS_WRITE_PING) >= 0 else { return false }
+    network.framesSent += 1
+    network.bytesSent += 2
+    return true
   }
 
 }
@@ -321,9 +455,11 @@ public final class CountdownServer {
 /// The one running context, reachable from a signal handler.
 private enum ActiveContext {
   nonisolated(unsafe) static var context: OpaquePointer?
+  /// How many stop signals arrived (counting stops at 2).
   nonisolated(unsafe) static var stopFlag: sig_atomic_t = 0
 
   static var stopRequested: Bool { stopFlag != 0 }
+  static var stopRequestedAgain: Bool { stopFlag > 1 }
 
   static func install(_ newContext: OpaquePointer?) {
     context = newContext
@@ -331,10 +467,15 @@ private enum ActiveContext {
   }
 
   static func requestStop() {
-    stopFlag = 1
+    stopFlag = stopFlag == 0 ? 1 : 2
     // lws_service sleeps in poll() until an event: wake it so it sees the flag.
     if let context { lws_cancel_service(context) }
   }
+}
+
+private func drainFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+  guard let sul, let user = cds_timer_user(sul) else { return }
+  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().drainDidFire()
 }
 
 private func housekeepingFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {

@@ -28,8 +28,38 @@ public struct ServerConfig: Sendable {
   public var echoMaxMessageBytes: Int = 16 * 1024 * 1024
   /// Seconds an HTTP client may take to send its request headers.
   public var headerTimeoutSeconds: Int = 5
+  /// Where `/metrics` is answered on the main port.
+  public var metrics: MetricsExposure = .auto
+  /// A second listener for `/metrics`, `/healthz` and `/readyz` only.
+  public var metricsPort: Int?
+  /// The address of that listener; loopback unless an operator says otherwise.
+  public var metricsHost: String = "127.0.0.1"
+  /// On SIGTERM, keep serving (with `/readyz` at 503) this long before closing
+  /// every WebSocket with 1001. A second signal ends the wait.
+  public var drainSeconds: Int = 0
+
+  /// Whether the main port answers `/metrics`.
+  public var metricsOnMainPort: Bool {
+    switch metrics {
+    case .main: true
+    case .off: false
+    case .auto: metricsPort == nil && Self.isLoopback(host)
+    }
+  }
+
+  /// An address only this machine can reach.
+  public static func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host == "lo" || host.hasPrefix("127.")
+  }
 
   public init() {}
+}
+
+/// Whether the main port answers `/metrics`. The default never exposes it
+/// beyond this machine: with `auto`, only a main port bound to loopback
+/// answers it, and only when no `--metrics-port` was given.
+public enum MetricsExposure: String, Sendable, CaseIterable {
+  case auto, main, off
 }
 
 /// Failures of the C library, turned into Swift values in one place.

@@ -1,64 +1,64 @@
 import CountdownCore
 import LWSServer
+import Observability
+import SQLiteStore
 
-/// The command line, parsed by hand: the toolchain ships no argument parser.
+/// The command line and its `COUNTDOWN_*` environment variables, parsed by
+/// hand (the toolchain ships no argument parser) from one table: each option
+/// is one `OptionSpec`, which gives its flag, variable, help, parser and how
+/// `--print-config` shows it. Adding a flag is adding an entry.
 struct Options {
   var server = ServerConfig()
   var hub = HubConfig()
+  var logLevel = LogLevel.info
+  /// nil: text on a terminal, JSON otherwise.
+  var logFormat: LogFormat?
+  /// Test only: `/readyz` waits for this file to exist.
+  var readyFile: String?
+  /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
+  var dataPath = "countdown.db"
+  var sync = SyncMode.full
 
-  static let usage = """
-    USAGE: countdown-server [options]
+  /// Where each option's effective value came from.
+  enum Source: Equatable, CustomStringConvertible {
+    case byDefault
+    case environment(String)
+    case flag
 
-    Runs shared countdown sessions and serves the page that shows them.
+    var description: String {
+      switch self {
+      case .byDefault: "default"
+      case .environment(let name): name
+      case .flag: "flag"
+      }
+    }
+  }
 
-    OPTIONS:
-      --host ADDRESS              Address to listen on (default 127.0.0.1).
-      --port PORT                 TCP port, 0-65535; 0 picks a free one (default 8080).
-                                  The URL printed at start-up has the real port.
-      --public DIR                Directory of the web page to serve (default ./Public).
-      --default-seconds N         Length of a countdown whose start names none,
-                                  1-86400 (default 5, as in the original demo).
-      --control open|key          Who may start and cancel: anyone (open, default), or
-                                  only holders of the session's controller key (key).
-
-    LIMITS:
-      --max-connections N         WebSocket connections in all (default 19500);
-                                  past it an upgrade gets HTTP 503.
-      --max-connections-per-ip N  WebSocket connections from one address (default
-                                  4096, for audiences behind one NAT); past it an
-                                  upgrade gets HTTP 429.
-      --max-sessions N            Live sessions (default 100000); joining a new one
-                                  past it gets too_many_sessions and close 1013.
-      --max-commands-per-second N Commands per connection per second (default 20);
-                                  past it rate_limited, and close 1008 after 5 s.
-      --ping-after SECONDS        Ping a silent connection after this long (default 20).
-      --hangup-after SECONDS      Hang up when nothing valid arrived for this long,
-                                  pongs included (default 30).
-      --unwritable-timeout SECONDS
-                                  Close a connection that could not be written for
-                                  this long while it had data waiting (default 60).
-      --allow-origin LIST         Comma-separated origins (e.g. https://a.example)
-                                  whose pages may connect, besides the server's own;
-                                  '*' allows any. Repeatable.
-      --autobahn-echo             Test only: serve an echo WebSocket at /echo for the
-                                  Autobahn|Testsuite conformance run. Off by default.
-      -h, --help                  Show this help.
-
-    Open http://HOST:PORT/?session=NAME in any number of browsers: each NAME is
-    one shared countdown. Stop the server with Ctrl-C or SIGTERM.
-    """
+  var sources: [String: Source] = [:]
 
   enum Outcome {
     case run(Options)
     case help
+    case version
+    case printConfig(Options)
   }
 
   struct UsageError: Error {
     let message: String
   }
 
-  static func parse(_ arguments: [String]) throws(UsageError) -> Outcome {
+  /// Parses the environment first, then the arguments, so flags win.
+  static func parse(_ arguments: [String], environment: (String) -> String?) throws(UsageError)
+    -> Outcome
+  {
     var options = Options()
+    for spec in table {
+      options.sources[spec.flag] = .byDefault
+      guard let text = environment(spec.environmentName) else { continue }
+      try spec.apply(&options, text, spec.environmentName)
+      options.sources[spec.flag] = .environment(spec.environmentName)
+    }
+    var printConfig = false
     var remaining = arguments[...]
     while let argument = remaining.popFirst() {
       // Accept both "--port 80" and "--port=80".
@@ -68,71 +68,329 @@ struct Options {
         name = String(argument[..<equals])
         inlineValue = String(argument[argument.index(after: equals)...])
       }
-      func value() throws(UsageError) -> String {
-        if let inlineValue { return inlineValue }
-        guard let next = remaining.popFirst() else {
-          throw UsageError(message: "\(name) needs a value")
-        }
-        return next
-      }
-      func integer(in range: ClosedRange<Int>) throws(UsageError) -> Int {
-        let text = try value()
-        guard let number = Int(text), range.contains(number) else {
-          throw UsageError(
-            message:
-              "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'"
-          )
-        }
-        return number
-      }
       switch name {
-      case "-h", "--help":
-        return .help
-      case "--host":
-        let host = try value()
-        guard !host.isEmpty else { throw UsageError(message: "--host must not be empty") }
-        options.server.host = host
-      case "--port":
-        options.server.port = try integer(in: 0...65_535)
-      case "--public":
-        options.server.publicDirectory = try value()
-      case "--default-seconds":
-        options.hub.session.defaultSeconds = try integer(in: SessionConfig.secondsRange)
-      case "--control":
-        let text = try value()
-        guard let mode = ControlMode(rawValue: text) else {
-          throw UsageError(message: "--control must be 'open' or 'key', not '\(text)'")
-        }
-        options.hub.control = mode
-      case "--max-connections":
-        options.server.maxConnections = try integer(in: 1...1_000_000)
-      case "--max-connections-per-ip":
-        options.server.maxConnectionsPerIP = try integer(in: 1...1_000_000)
-      case "--max-sessions":
-        options.hub.maxSessions = try integer(in: 1...10_000_000)
-      case "--max-commands-per-second":
-        options.hub.commandsPerSecond = Double(try integer(in: 1...100_000))
-      case "--ping-after":
-        options.server.pingAfterSeconds = try integer(in: 1...3600)
-      case "--hangup-after":
-        options.server.hangUpAfterSeconds = try integer(in: 1...3600)
-      case "--unwritable-timeout":
-        options.server.unwritableTimeoutSeconds = try integer(in: 1...3600)
-      case "--allow-origin":
-        let origins = try value().split(separator: ",").map {
-          String($0.trimmingPrefix(" ")).lowercased()
-        }
-        guard !origins.isEmpty else { throw UsageError(message: "--allow-origin needs origins") }
-        options.server.allowedOrigins += origins
-      case "--autobahn-echo":
-        options.server.echoRoute = true
-      default:
+      case "-h", "--help": return .help
+      case "--version": return .version
+      case "--print-config":
+        printConfig = true
+        continue
+      default: break
+      }
+      guard let spec = table.first(where: { $0.flag == name }) else {
         throw UsageError(message: "unknown option '\(argument)'")
       }
+      let text: String
+      if spec.valueName == nil {
+        guard inlineValue == nil else { throw UsageError(message: "\(name) takes no value") }
+        text = "on"
+      } else if let inlineValue {
+        text = inlineValue
+      } else if let next = remaining.popFirst() {
+        text = next
+      } else {
+        throw UsageError(message: "\(name) needs a value")
+      }
+      // A repeatable flag replaces what its variable said rather than adding to it.
+      if options.sources[spec.flag] != .flag { spec.reset?(&options) }
+      try spec.apply(&options, text, name)
+      options.sources[spec.flag] = .flag
     }
     guard options.server.hangUpAfterSeconds > options.server.pingAfterSeconds else {
-      throw UsageError(message: "--hangup-after must be longer than --ping-after")
+      throw UsageError(
+        message:
+          "--hangup-after (\(options.server.hangUpAfterSeconds), from \(options.sources["--hangup-after"]!)) "
+          + "must be longer than --ping-after (\(options.server.pingAfterSeconds), from \(options.sources["--ping-after"]!))"
+      )
     }
-    return .run(options)
+    return printConfig ? .printConfig(options) : .run(options)
+  }
+
+  /// Every option with its effective value and where that came from.
+  func effectiveConfig() -> [(flag: String, value: String, source: Source)] {
+    Self.table.map { ($0.flag, $0.show(self), sources[$0.flag] ?? .byDefault) }
+  }
+
+  var printedConfig: String {
+    effectiveConfig().map { flag, value, source in
+      let shown = value.isEmpty ? "''" : value
+      return flag.padding(30) + shown.padding(24) + " " + source.description
+    }.joined(separator: "\n")
+  }
+
+  static var usage: String {
+    var text = """
+      USAGE: countdown-server [options]
+
+      Runs shared countdown sessions and serves the page that shows them.
+      Every option can also be set by the environment variable shown under it
+      (COUNTDOWN_ and the flag's name); a flag wins over its variable.
+
+      """
+    for section in OptionSpec.Section.allCases {
+      text += "\n\(section.rawValue):\n"
+      for spec in table where spec.section == section {
+        let head = "  \(spec.flag)" + (spec.valueName.map { " \($0)" } ?? "")
+        let helpLines = spec.help.split(separator: "\n").map(String.init)
+        if head.count < 30 {
+          text += head.padding(30) + helpLines[0] + "\n"
+        } else {
+          text += head + "\n" + "".padding(30) + helpLines[0] + "\n"
+        }
+        for line in helpLines.dropFirst() { text += "".padding(30) + line + "\n" }
+        text += "".padding(30) + "[\(spec.environmentName)]\n"
+      }
+    }
+    text += """
+
+      OTHER:
+        --print-config              Print the effective configuration, with where each
+                                    value came from, and exit.
+        --version                   Print this server's and libwebsockets' versions.
+        -h, --help                  Show this help.
+
+      Open http://HOST:PORT/?session=NAME in any number of browsers: each NAME is
+      one shared countdown. Stop the server with Ctrl-C or SIGTERM.
+      """
+    return text
+  }
+}
+
+/// One option: its flag, variable, help, and how it reads and shows its value.
+struct OptionSpec: Sendable {
+  enum Section: String, CaseIterable {
+    case options = "OPTIONS"
+    case limits = "LIMITS"
+    case storage = "STORAGE"
+    case operating = "OPERATING"
+    case testing = "TESTING"
+  }
+
+  typealias Apply =
+    @Sendable (inout Options, _ value: String, _ name: String) throws(Options.UsageError)
+    -> Void
+
+  let flag: String
+  /// nil: a switch, on when given (its variable takes on/off).
+  let valueName: String?
+  let section: Section
+  let help: String
+  let apply: Apply
+  let show: @Sendable (Options) -> String
+  var reset: (@Sendable (inout Options) -> Void)?
+
+  var environmentName: String {
+    "COUNTDOWN_" + flag.dropFirst(2).uppercased().replacing("-", with: "_")
+  }
+}
+
+// MARK: Value parsers: each names the flag or variable, the value, and what is allowed.
+
+private func parseInteger(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(Options
+  .UsageError) -> Int
+{
+  guard let number = Int(text), range.contains(number) else {
+    throw Options.UsageError(
+      message:
+        "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'"
+    )
+  }
+  return number
+}
+
+private func parseChoice<T: RawRepresentable & CaseIterable>(_ text: String, _ name: String)
+  throws(Options.UsageError) -> T where T.RawValue == String
+{
+  guard let value = T(rawValue: text) else {
+    let allowed = T.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+    throw Options.UsageError(message: "\(name) must be one of \(allowed), not '\(text)'")
+  }
+  return value
+}
+
+private func parseNonEmpty(_ text: String, _ name: String) throws(Options.UsageError) -> String {
+  guard !text.isEmpty else { throw Options.UsageError(message: "\(name) must not be empty") }
+  return text
+}
+
+private func parseSwitch(_ text: String, _ name: String) throws(Options.UsageError) -> Bool {
+  switch text.lowercased() {
+  case "on", "1", "true", "yes": return true
+  case "off", "0", "false", "no", "": return false
+  default:
+    throw Options.UsageError(message: "\(name) must be on or off (1/0, true/false), not '\(text)'")
+  }
+}
+
+extension OptionSpec {
+  /// An option whose value is a whole number in `range`.
+  static func integer(
+    _ flag: String, _ valueName: String, _ section: Section, _ range: ClosedRange<Int>,
+    _ path: any WritableKeyPath<Options, Int> & Sendable, help: String
+  ) -> OptionSpec {
+    OptionSpec(
+      flag: flag, valueName: valueName, section: section, help: help,
+      apply: { o, v, n throws(Options.UsageError) in
+        o[keyPath: path] = try parseInteger(v, n, in: range)
+      },
+      show: { String($0[keyPath: path]) })
+  }
+
+  /// An option whose value is one of an enumeration's raw values.
+  static func choice<T: RawRepresentable & CaseIterable & Sendable>(
+    _ flag: String, _ section: Section, _ path: any WritableKeyPath<Options, T> & Sendable,
+    help: String
+  ) -> OptionSpec where T.RawValue == String {
+    OptionSpec(
+      flag: flag, valueName: T.allCases.map(\.rawValue).joined(separator: "|"), section: section,
+      help: help,
+      apply: { o, v, n throws(Options.UsageError) in o[keyPath: path] = try parseChoice(v, n) },
+      show: { $0[keyPath: path].rawValue })
+  }
+
+  /// An option whose value is any non-empty text.
+  static func text(
+    _ flag: String, _ valueName: String, _ section: Section,
+    _ path: any WritableKeyPath<Options, String> & Sendable, help: String
+  ) -> OptionSpec {
+    OptionSpec(
+      flag: flag, valueName: valueName, section: section, help: help,
+      apply: { o, v, n throws(Options.UsageError) in o[keyPath: path] = try parseNonEmpty(v, n) },
+      show: { $0[keyPath: path] })
+  }
+}
+
+extension Options {
+  static let table: [OptionSpec] = [
+    .text(
+      "--host", "ADDRESS", .options, \.server.host,
+      help: "Address to listen on (default 127.0.0.1)."),
+    .integer(
+      "--port", "PORT", .options, 0...65_535, \.server.port,
+      help: "TCP port, 0-65535; 0 picks a free one (default 8080).\n"
+        + "The URL printed at start-up has the real port."),
+    .text(
+      "--public", "DIR", .options, \.server.publicDirectory,
+      help: "Directory of the web page to serve (default ./Public)."),
+    .integer(
+      "--default-seconds", "N", .options, SessionConfig.secondsRange,
+      \.hub.session.defaultSeconds,
+      help: "Length of a countdown whose start names none,\n"
+        + "1-86400 (default 5, as in the original demo)."),
+    .choice(
+      "--control", .options, \.hub.control,
+      help: "Who may start and cancel: anyone (open, default), or\n"
+        + "only holders of the session's controller key (key)."),
+
+    .integer(
+      "--max-connections", "N", .limits, 1...1_000_000, \.server.maxConnections,
+      help: "WebSocket connections in all (default 19500);\npast it an upgrade gets HTTP 503."),
+    .integer(
+      "--max-connections-per-ip", "N", .limits, 1...1_000_000, \.server.maxConnectionsPerIP,
+      help: "WebSocket connections from one address (default\n"
+        + "4096, for audiences behind one NAT); past it an\nupgrade gets HTTP 429."),
+    .integer(
+      "--max-sessions", "N", .limits, 1...10_000_000, \.hub.maxSessions,
+      help: "Live sessions (default 100000); joining a new one\n"
+        + "past it gets too_many_sessions and close 1013."),
+    .integer(
+      "--max-commands-per-second", "N", .limits, 1...100_000, \.commandsPerSecond,
+      help: "Commands per connection per second (default 20);\n"
+        + "past it rate_limited, and close 1008 after 5 s."),
+    .integer(
+      "--ping-after", "SECONDS", .limits, 1...3600, \.server.pingAfterSeconds,
+      help: "Ping a silent connection after this long (default 20)."),
+    .integer(
+      "--hangup-after", "SECONDS", .limits, 1...3600, \.server.hangUpAfterSeconds,
+      help: "Hang up when nothing valid arrived for this long,\npongs included (default 30)."),
+    .integer(
+      "--unwritable-timeout", "SECONDS", .limits, 1...3600, \.server.unwritableTimeoutSeconds,
+      help: "Close a connection that could not be written for\n"
+        + "this long while it had data waiting (default 60)."),
+    OptionSpec(
+      flag: "--allow-origin", valueName: "LIST", section: .limits,
+      help: "Comma-separated origins (e.g. https://a.example)\n"
+        + "whose pages may connect, besides the server's own;\n'*' allows any. Repeatable.",
+      apply: { o, v, n throws(UsageError) in
+        let origins = v.split(separator: ",").map { String($0.trimmingPrefix(" ")).lowercased() }
+        guard !origins.isEmpty else { throw UsageError(message: "\(n) needs origins, not '\(v)'") }
+        o.server.allowedOrigins += origins
+      },
+      show: { $0.server.allowedOrigins.joined(separator: ",") },
+      reset: { $0.server.allowedOrigins = [] }),
+
+    .integer(
+      "--forget-after", "SECONDS", .limits, 1...86_400, \.forgetAfterSeconds,
+      help: "Forget an idle or finished session this long after\n"
+        + "its last viewer left (default 60); it is deleted\nfrom storage too."),
+
+    .text(
+      "--data", "PATH", .storage, \.dataPath,
+      help: "The SQLite file that keeps sessions across restarts\n"
+        + "and crashes (default ./countdown.db); ':memory:'\nkeeps nothing."),
+    .choice(
+      "--sync", .storage, \.sync,
+      help: "full (default): every acked command survives power\n"
+        + "loss; normal: it survives a crash of the process,\nnot of the machine."),
+
+    OptionSpec(
+      flag: "--log-format", valueName: "json|text", section: .operating,
+      help: "One JSON object per line, or text (default: text\n"
+        + "when stderr is a terminal, json otherwise).",
+      apply: { o, v, n throws(UsageError) in o.logFormat = try parseChoice(v, n) as LogFormat },
+      show: { $0.logFormat?.rawValue ?? "auto" }),
+    .choice(
+      "--log-level", .operating, \.logLevel,
+      help: "debug, info (default), warn or error. debug adds\n"
+        + "every tick and libwebsockets' own detail."),
+    .choice(
+      "--metrics", .operating, \.server.metrics,
+      help: "/metrics on the main port: auto (default) serves it\n"
+        + "only when --host is loopback and no --metrics-port\nis given; main always; off never."),
+    OptionSpec(
+      flag: "--metrics-port", valueName: "PORT", section: .operating,
+      help: "Also listen on this port for /metrics, /healthz and\n"
+        + "/readyz only (none by default; 0 picks a free one).",
+      apply: { o, v, n throws(UsageError) in
+        o.server.metricsPort = try parseInteger(v, n, in: 0...65_535)
+      },
+      show: { $0.server.metricsPort.map(String.init) ?? "" }),
+    .text(
+      "--metrics-host", "ADDRESS", .operating, \.server.metricsHost,
+      help: "Address of the --metrics-port listener (default\n127.0.0.1, this machine only)."),
+    .integer(
+      "--drain-seconds", "SECONDS", .operating, 0...3600, \.server.drainSeconds,
+      help: "On SIGTERM, keep serving this long with /readyz at\n"
+        + "503 before closing every WebSocket with 1001\n(default 0). A second signal ends the wait."
+    ),
+
+    OptionSpec(
+      flag: "--autobahn-echo", valueName: nil, section: .testing,
+      help: "Serve an echo WebSocket at /echo for the\n"
+        + "Autobahn|Testsuite conformance run. Off by default.",
+      apply: { o, v, n throws(UsageError) in o.server.echoRoute = try parseSwitch(v, n) },
+      show: { $0.server.echoRoute ? "on" : "off" }),
+    OptionSpec(
+      flag: "--ready-file", valueName: "PATH", section: .testing,
+      help: "/readyz answers 503 until PATH exists: a stand-in\n"
+        + "for a load step at start-up. Unset by default.",
+      apply: { o, v, n throws(UsageError) in o.readyFile = try parseNonEmpty(v, n) },
+      show: { $0.readyFile ?? "" }),
+  ]
+
+  var forgetAfterSeconds: Int {
+    get { Int(hub.session.idleExpiryMs / 1000) }
+    set { hub.session.idleExpiryMs = Int64(newValue) * 1000 }
+  }
+
+  /// The hub's rate is a Double; the flag takes whole numbers.
+  var commandsPerSecond: Int {
+    get { Int(hub.commandsPerSecond) }
+    set { hub.commandsPerSecond = Double(newValue) }
+  }
+}
+
+extension String {
+  fileprivate func padding(_ width: Int) -> String {
+    count >= width ? self + " " : self + String(repeating: " ", count: width - count)
   }
 }

@@ -39,8 +39,10 @@ def server_binary() -> Path:
 class ServerProcess:
     """A running countdown-server child process."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, binary: Path | None = None):
         self.args = args
+        self.env = env
+        self.binary = binary
         self.stderr_file = tempfile.TemporaryFile()
         self.proc: subprocess.Popen | None = None
         self.host = ""
@@ -50,7 +52,7 @@ class ServerProcess:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "ServerProcess":
-        binary = server_binary()
+        binary = self.binary or server_binary()
         if not binary.exists():
             pytest.fail(
                 f"countdown-server binary not found at {binary} "
@@ -63,6 +65,7 @@ class ServerProcess:
             stderr=self.stderr_file,
             bufsize=0,
             cwd=str(REPO_ROOT),
+            env=None if self.env is None else {**os.environ, **self.env},
         )
         line = self._read_first_line(STARTUP_TIMEOUT)
         m = LISTEN_RE.match(line)
@@ -125,10 +128,11 @@ class ServerProcess:
             return
 
     def stderr(self) -> str:
+        # pread, not seek + read: the child shares this file's offset, and moving it
+        # while the server logs would make its next line overwrite earlier ones.
         try:
-            self.stderr_file.flush()
-            self.stderr_file.seek(0)
-            return self.stderr_file.read().decode("utf-8", "replace")
+            fd = self.stderr_file.fileno()
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
         except (OSError, ValueError):
             return "<stderr unavailable>"
 
@@ -168,6 +172,7 @@ class ServerProcess:
         return f"ws://{self.host}:{self.port}/ws/{session}"
 
 
-def start_server(*extra: str, public: Path | str = PUBLIC_DIR) -> ServerProcess:
+def start_server(*extra: str, public: Path | str = PUBLIC_DIR, env: dict[str, str] | None = None) -> ServerProcess:
+    """`env` is added to this process's environment (COUNTDOWN_* variables)."""
     args = ["--port", "0", "--public", str(public), *extra]
-    return ServerProcess(args).start()
+    return ServerProcess(args, env).start()

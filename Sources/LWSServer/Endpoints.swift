@@ -1,0 +1,58 @@
+import Observability
+
+/// An HTTP answer the server writes itself.
+struct HTTPAnswer {
+  var status: UInt32
+  var type: String
+  var body: [UInt8]
+}
+
+extension CountdownServer {
+  /// The answer for one of the server's own endpoints, or nil for a 404.
+  /// Only mounted paths get here, so `/metrics` is answered only where the
+  /// configuration mounted it.
+  func answer(_ path: String) -> HTTPAnswer? {
+    switch path {
+    case "/healthz":
+      return HTTPAnswer(status: 200, type: "application/json", body: Self.healthBody)
+    case "/readyz":
+      let waiting = unmetReadiness()
+      if waiting.isEmpty {
+        return HTTPAnswer(status: 200, type: "application/json", body: Self.readyBody)
+      }
+      let names = waiting.map { "\"\($0)\"" }.joined(separator: ",")
+      let body = #"{"status":"not_ready","waiting":["# + names + "]}"
+      return HTTPAnswer(status: 503, type: "application/json", body: Array(body.utf8))
+    case "/metrics":
+      return HTTPAnswer(
+        status: 200, type: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render())
+    default:
+      return nil
+    }
+  }
+
+  private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+  private static let readyBody = Array(#"{"status":"ready"}"#.utf8)
+
+  // MARK: Close codes, for countdown_connections_closed_total
+
+  /// The server is closing `wsi` with `code`; the first code on a connection counts.
+  func closing(_ wsi: OpaquePointer, code: UInt16, reason: String) {
+    guard closeCodes[wsi] == nil else { return }
+    closeCodes[wsi] = NetworkStats.label(forCode: code)
+    if code == 1008 {
+      Logger.shared.warn("flood_closed", ["code": LogValue(code), "reason": LogValue(reason)])
+    } else if code != 1001 {
+      Logger.shared.info("connection_closed", ["code": LogValue(code), "reason": LogValue(reason)])
+    }
+  }
+
+  func peerClosing(_ wsi: OpaquePointer, code: UInt16) {
+    if closeCodes[wsi] == nil { closeCodes[wsi] = NetworkStats.label(forCode: code) }
+  }
+
+  func countClosed(_ wsi: OpaquePointer, lwsSentClose: Bool) {
+    let code = closeCodes.removeValue(forKey: wsi) ?? (lwsSentClose ? "unknown" : "1006")
+    network.closed[code, default: 0] += 1
+  }
+}
