@@ -13,12 +13,14 @@ let package = Package(
     .systemLibrary(
       name: "CLibWebSockets",
       pkgConfig: "libwebsockets",
-      providers: [.apt(["libwebsockets-dev"])]
+      providers: [.apt(["libwebsockets-dev", "libev-dev"])]
     ),
     // The only module that imports the C library.
     .target(name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets"]),
     .executableTarget(name: "countdown-server", dependencies: ["CountdownCore", "LWSServer"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    // A real server on a real loop, driven from other threads.
+    .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),

@@ -1,9 +1,12 @@
-// The parts of libwebsockets 4.1.6 that Swift cannot import directly (macros,
-// multi-bit option values), wrapped as static inline functions. Nothing else.
+// The parts of libwebsockets 4.1.6 and libev that Swift cannot import directly
+// (macros, multi-bit option values), wrapped as static inline functions.
+// Nothing else. libev appears here only as the loop lws runs on: LWSServer is
+// the one module that sees it.
 #ifndef COUNTDOWN_LWS_SHIM_H
 #define COUNTDOWN_LWS_SHIM_H
 
 #include <libwebsockets.h>
+#include <ev.h>
 #include <stdarg.h>
 
 /// Bytes lws needs in front of every buffer passed to lws_write.
@@ -14,6 +17,13 @@ static inline uint64_t cds_option_security_headers(void) {
   return LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE;
 }
 static inline uint64_t cds_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
+/// Vhosts are created after the context, so a context that fails is the event
+/// library and a vhost that fails is the listening socket.
+static inline uint64_t cds_option_explicit_vhosts(void) {
+  return LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+}
+/// Run on libev through lws's event-library plugin (libwebsockets-evlib_ev.so).
+static inline uint64_t cds_option_libev(void) { return LWS_SERVER_OPTION_LIBEV; }
 
 /// One sorted-usec-list timer that carries a user pointer, because lws hands
 /// a sul callback nothing but the sul itself. The sul must stay the first member.
@@ -28,5 +38,22 @@ static inline void *cds_timer_user(lws_sorted_usec_list_t *sul) {
 
 /// lwsl_* are macros over the variadic _lws_log; Swift passes a plain string.
 static inline void cds_log(int level, const char *message) { _lws_log(level, "%s\n", message); }
+
+// MARK: libev, the loop the server creates and lends to lws as a foreign loop
+
+/// A new loop on the best backend libev has here (epoll on Linux), or NULL.
+/// Not the default loop: that one would also take over SIGCHLD.
+static inline struct ev_loop *cds_ev_loop_new(void) { return ev_loop_new(EVFLAG_AUTO); }
+static inline void cds_ev_loop_destroy(struct ev_loop *loop) { ev_loop_destroy(loop); }
+/// Makes the ev_run inside lws_service return once the current callback ends.
+static inline void cds_ev_break(struct ev_loop *loop) { ev_break(loop, EVBREAK_ALL); }
+static inline const char *cds_ev_backend_name(struct ev_loop *loop) {
+  switch (ev_backend(loop)) {
+  case EVBACKEND_EPOLL: return "epoll";
+  case EVBACKEND_POLL: return "poll";
+  case EVBACKEND_SELECT: return "select";
+  default: return "other";
+  }
+}
 
 #endif

@@ -8,9 +8,14 @@ import CountdownCore
 /// The libwebsockets side of the server: one context, one service thread (the
 /// caller of `run`), one timer, and the mapping from hub connections to sockets.
 ///
-/// Every lws call happens on the thread inside `run`. The only entry from other
-/// threads (or a signal handler) is `requestStop`, which calls nothing but
-/// `lws_cancel_service`.
+/// Every lws call happens on the thread inside `run`. The entries from other
+/// threads are `serviceQueue` and, from a signal handler, `requestStop`; both
+/// call nothing but `lws_cancel_service`.
+///
+/// The loop is lws's poll() or a libev loop the server creates and lends to
+/// lws as a foreign loop (`ServerConfig.eventLoop`). Either way the loop is
+/// driven by lws and by two lws timers, never by code "once per iteration":
+/// with libev, `lws_service` returns only when the loop is broken.
 public final class CountdownServer {
   public static let subprotocol = "countdown.v1"
 
@@ -41,17 +46,34 @@ public final class CountdownServer {
   var echoPeers: [OpaquePointer: String] = [:]
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
+  /// Set when the loop should end: every socket closed, or the deadline passed.
+  private var finished = false
+
+  /// Work other threads hand to the service thread.
+  public let serviceQueue = ServiceQueue()
+  /// The loop `run` is running on; nil outside `run`. libev when it was asked
+  /// for and its plugin loaded; poll otherwise.
+  public private(set) var activeEventLoop: EventLoop?
+  /// Called on the service thread once the server listens, before any event
+  /// is serviced, with the libev loop (a `struct ev_loop *`) when running on
+  /// libev, nil on poll. Attach other descriptors and timers to that loop here
+  /// (hiredis: `redisLibevAttach`); they run on the service thread.
+  public var onLoopReady: ((_ libevLoop: OpaquePointer?) -> Void)?
+  /// Called on the service thread after the loop stopped for good, before the
+  /// libev loop is destroyed: stop whatever `onLoopReady` attached.
+  public var onLoopDone: (() -> Void)?
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private let timer: UnsafeMutablePointer<cds_timer_t>
   /// The keepalive sweep when no tick has woken the loop for a while, and the
   /// shutdown deadline.
   private let housekeeping: UnsafeMutablePointer<cds_timer_t>
-  private var shutdownDeadlinePassed = false
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
   private var context: OpaquePointer?
+  /// The libev loop lent to lws, owned (created and destroyed) by the server.
+  private var libevLoop: OpaquePointer?
   /// C strings and structs the context points into; freed after it is destroyed.
   private var retained: [UnsafeMutableRawPointer] = []
 
@@ -90,36 +112,83 @@ public final class CountdownServer {
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
     // lws 4.1 switches to a linear fd-to-wsi lookup that costs O(n) per event
     // (bench/PROFILE.md). Admission enforces --max-connections instead.
-    info.options = cds_option_validate_utf8() | cds_option_security_headers()
+    info.options =
+      cds_option_validate_utf8() | cds_option_security_headers() | cds_option_explicit_vhosts()
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
     info.user = Unmanaged.passUnretained(self).toOpaque()
 
-    guard let created = lws_create_context(&info) else {
-      throw .contextCreationFailed(host: config.host, port: config.port)
-    }
+    let created = try createContext(&info)
     context = created
+    finished = false
+    stopping = false
     ActiveContext.install(created)
+    serviceQueue.open(created)
     defer {
+      serviceQueue.close()
       ActiveContext.install(nil)
+      onLoopDone?()
       lws_context_destroy(created)
       context = nil
+      if let libevLoop { cds_ev_loop_destroy(libevLoop) }
+      libevLoop = nil
+      activeEventLoop = nil
+    }
+    // The listening socket: a failure here is the address, not the loop.
+    guard lws_create_vhost(created, &info) != nil else {
+      throw .contextCreationFailed(host: config.host, port: config.port)
     }
     let vhost = lws_get_vhost_by_name(created, "default")
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
+    onLoopReady?(libevLoop)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
 
-    while !ActiveContext.stopRequested {
+    // On poll, each lws_service is one wait; on libev, one ev_run that
+    // returns when `finish` breaks it.
+    while !finished {
       let code = lws_service(created, 0)
       if code < 0 { throw .serviceFailed(code: code) }
     }
-    // Close every WebSocket with 1001 "going away", for at most 1.5 s.
-    stopping = true
-    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
-    scheduleHousekeeping(afterMs: 1500)
-    while openSockets > 0 && !shutdownDeadlinePassed {
-      if lws_service(created, 0) < 0 { break }
+  }
+
+  /// The context on the loop the configuration asks for. When libev's plugin
+  /// cannot be loaded (lws then says why on stderr), the server warns and
+  /// falls back to poll rather than not serving at all.
+  private func createContext(
+    _ info: inout lws_context_creation_info
+  ) throws(LWSError) -> OpaquePointer {
+    if config.eventLoop == .libev {
+      if let loop = cds_ev_loop_new() {
+        var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop), nil]
+        let options = info.options
+        info.options |= cds_option_libev()
+        let created = loops.withUnsafeMutableBufferPointer { buffer in
+          info.foreign_loops = buffer.baseAddress
+          defer { info.foreign_loops = nil }
+          return lws_create_context(&info)
+        }
+        info.options = options
+        if let created {
+          libevLoop = loop
+          activeEventLoop = .libev
+          if getenv("CDS_DEBUG") != nil {
+            cds_log(
+              LLL_NOTICE,
+              "countdown-server: libev backend \(String(cString: cds_ev_backend_name(loop)))")
+          }
+          return created
+        }
+        cds_ev_loop_destroy(loop)
+      }
+      cds_log(
+        LLL_WARN,
+        "countdown-server: warning: the libev event loop is unavailable "
+          + "(libwebsockets-evlib_ev.so or libev missing?); running on poll(), "
+          + "which costs more per wake-up with many sessions")
     }
+    guard let created = lws_create_context(&info) else { throw .eventLoopFailed }
+    activeEventLoop = .poll
+    return created
   }
 
   /// Keepalive and stuck sockets are checked about this often: one pass over
@@ -153,9 +222,7 @@ public final class CountdownServer {
 
   fileprivate func housekeepingDidFire() {
     if stopping {
-      shutdownDeadlinePassed = true
-      // Otherwise lws_service sleeps on until its next timer, seconds away.
-      if let context { lws_cancel_service(context) }
+      finish()  // the shutdown deadline: sockets still open are dropped
       return
     }
     sweepIfDue(now: clock.nowMilliseconds(), force: true)
@@ -164,6 +231,42 @@ public final class CountdownServer {
   /// Asks the service loop to finish. Safe from a signal handler.
   public static func requestStop() {
     ActiveContext.requestStop()
+  }
+
+  /// The loop was woken through lws's event pipe, by `serviceQueue` or by
+  /// `requestStop`.
+  func serviceWoken() {
+    let work = serviceQueue.take()
+    for item in work { item() }
+    if !work.isEmpty { flush() }
+    if ActiveContext.stopRequested && !stopping { beginStop() }
+  }
+
+  /// Closes every WebSocket with 1001 "going away", for at most 1.5 s.
+  private func beginStop() {
+    stopping = true
+    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
+    if openSockets == 0 {
+      finish()
+    } else {
+      scheduleHousekeeping(afterMs: 1500)
+    }
+  }
+
+  /// A socket closed: during a stop, the last one ends the loop.
+  func socketReleased() {
+    if stopping && openSockets == 0 { finish() }
+  }
+
+  private func finish() {
+    guard !finished else { return }
+    finished = true
+    if let libevLoop {
+      cds_ev_break(libevLoop)
+    } else if let context {
+      // Otherwise lws_service sleeps on until its next timer, seconds away.
+      lws_cancel_service(context)
+    }
   }
 
   // MARK: Called from the callbacks, on the service thread
@@ -325,9 +428,15 @@ private enum ActiveContext {
 
   static var stopRequested: Bool { stopFlag != 0 }
 
+  /// A stop requested before the context existed is kept and acted on at
+  /// once; the flag clears when the context goes, for the next `run`.
   static func install(_ newContext: OpaquePointer?) {
     context = newContext
-    if newContext != nil { stopFlag = 0 }
+    if let newContext {
+      if stopRequested { lws_cancel_service(newContext) }
+    } else {
+      stopFlag = 0
+    }
   }
 
   static func requestStop() {

@@ -39,6 +39,9 @@ struct Options {
       --allow-origin LIST         Comma-separated origins (e.g. https://a.example)
                                   whose pages may connect, besides the server's own;
                                   '*' allows any. Repeatable.
+      --event-loop poll|libev     What waits for socket events: libev (epoll; the
+                                  default on Linux) or lws's poll(). Without the
+                                  libev plugin the server warns and uses poll.
       --autobahn-echo             Test only: serve an echo WebSocket at /echo for the
                                   Autobahn|Testsuite conformance run. Off by default.
       -h, --help                  Show this help.
@@ -123,6 +126,12 @@ struct Options {
         }
         guard !origins.isEmpty else { throw UsageError(message: "--allow-origin needs origins") }
         options.server.allowedOrigins += origins
+      case "--event-loop":
+        let text = try value()
+        guard let loop = EventLoop(rawValue: text) else {
+          throw UsageError(message: "--event-loop must be 'poll' or 'libev', not '\(text)'")
+        }
+        options.server.eventLoop = loop
       case "--autobahn-echo":
         options.server.echoRoute = true
       default:
