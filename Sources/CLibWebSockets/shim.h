@@ -56,4 +56,40 @@ static inline const char *cds_ev_backend_name(struct ev_loop *loop) {
   }
 }
 
+/// A one-shot libev timer that calls `fire(user)`. lws 4.1.6 cannot bring its
+/// own libev timer forward: it re-arms it with ev_timer_set on a watcher that
+/// may still be active, which libev ignores, so an lws_sul scheduled earlier
+/// than the pending one, from outside lws's timer callback, fires late.
+typedef struct cds_ev_timer {
+  ev_timer watcher; /* first: the callback recovers the struct from it */
+  void (*fire)(void *user);
+  void *user;
+} cds_ev_timer_t;
+
+static inline void cds_ev_timer_fired(struct ev_loop *loop, ev_timer *watcher, int revents) {
+  (void)loop;
+  (void)revents;
+  cds_ev_timer_t *timer = (cds_ev_timer_t *)watcher;
+  timer->fire(timer->user);
+}
+
+static inline void cds_ev_timer_init(cds_ev_timer_t *timer, void (*fire)(void *), void *user) {
+  ev_init(&timer->watcher, cds_ev_timer_fired);
+  timer->fire = fire;
+  timer->user = user;
+}
+
+/// (Re)arms the timer `seconds` from now, earlier or later than before.
+static inline void cds_ev_timer_arm(struct ev_loop *loop, cds_ev_timer_t *timer, double seconds) {
+  ev_timer_stop(loop, &timer->watcher);
+  // The loop's clock is read once per iteration; a long callback makes it stale.
+  ev_now_update(loop);
+  ev_timer_set(&timer->watcher, seconds, 0.);
+  ev_timer_start(loop, &timer->watcher);
+}
+
+static inline void cds_ev_timer_stop(struct ev_loop *loop, cds_ev_timer_t *timer) {
+  ev_timer_stop(loop, &timer->watcher);
+}
+
 #endif

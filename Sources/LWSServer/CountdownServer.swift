@@ -14,8 +14,8 @@ import CountdownCore
 ///
 /// The loop is lws's poll() or a libev loop the server creates and lends to
 /// lws as a foreign loop (`ServerConfig.eventLoop`). Either way the loop is
-/// driven by lws and by two lws timers, never by code "once per iteration":
-/// with libev, `lws_service` returns only when the loop is broken.
+/// driven by lws and by two timers (`LoopTimer`), never by code "once per
+/// iteration": with libev, `lws_service` returns only when the loop is broken.
 public final class CountdownServer {
   public static let subprotocol = "countdown.v1"
 
@@ -64,10 +64,10 @@ public final class CountdownServer {
   public var onLoopDone: (() -> Void)?
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
-  private let timer: UnsafeMutablePointer<cds_timer_t>
+  private lazy var timer = LoopTimer { [unowned self] in timerDidFire() }
   /// The keepalive sweep when no tick has woken the loop for a while, and the
   /// shutdown deadline.
-  private let housekeeping: UnsafeMutablePointer<cds_timer_t>
+  private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
@@ -82,16 +82,10 @@ public final class CountdownServer {
     self.hub = hub
     self.clock = clock
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
-    timer = .allocate(capacity: 1)
-    timer.initialize(to: cds_timer_t())
-    housekeeping = .allocate(capacity: 1)
-    housekeeping.initialize(to: cds_timer_t())
   }
 
   deinit {
     scratch.deallocate()
-    timer.deallocate()
-    housekeeping.deallocate()
     for pointer in retained { free(pointer) }
   }
 
@@ -123,10 +117,15 @@ public final class CountdownServer {
     stopping = false
     ActiveContext.install(created)
     serviceQueue.open(created)
+    timer.attach(context: created, libevLoop: libevLoop)
+    housekeeping.attach(context: created, libevLoop: libevLoop)
     defer {
       serviceQueue.close()
       ActiveContext.install(nil)
       onLoopDone?()
+      timer.detach()
+      housekeeping.detach()
+      timerDue = nil
       lws_context_destroy(created)
       context = nil
       if let libevLoop { cds_ev_loop_destroy(libevLoop) }
@@ -214,13 +213,10 @@ public final class CountdownServer {
   }
 
   private func scheduleHousekeeping(afterMs delay: Int64) {
-    guard let context else { return }
-    housekeeping.pointee.user = Unmanaged.passUnretained(self).toOpaque()
-    lws_sul_schedule(
-      context, 0, &housekeeping.pointee.sul, housekeepingFired, lws_usec_t(delay * 1000))
+    housekeeping.schedule(afterMicroseconds: delay * 1000)
   }
 
-  fileprivate func housekeepingDidFire() {
+  private func housekeepingDidFire() {
     if stopping {
       finish()  // the shutdown deadline: sockets still open are dropped
       return
@@ -304,16 +300,14 @@ public final class CountdownServer {
     let due = hub.nextWakeup
     guard due != timerDue else { return }
     timerDue = due
-    guard let due, let context else {
-      lws_sul_cancel(&timer.pointee.sul)
+    guard let due else {
+      timer.cancel()
       return
     }
-    let delayUs = max(0, due * 1000 - nowMicroseconds())
-    timer.pointee.user = Unmanaged.passUnretained(self).toOpaque()
-    lws_sul_schedule(context, 0, &timer.pointee.sul, timerFired, lws_usec_t(delayUs))
+    timer.schedule(afterMicroseconds: due * 1000 - nowMicroseconds())
   }
 
-  fileprivate func timerDidFire() {
+  private func timerDidFire() {
     timerDue = nil
     let now = clock.nowMilliseconds()
     hub.advance(now: now)
@@ -444,15 +438,4 @@ private enum ActiveContext {
     // lws_service sleeps in poll() until an event: wake it so it sees the flag.
     if let context { lws_cancel_service(context) }
   }
-}
-
-private func housekeepingFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-  guard let sul, let user = cds_timer_user(sul) else { return }
-  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().housekeepingDidFire()
-}
-
-/// Recovers the server from the timer, whose callback gets only the sul.
-private func timerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-  guard let sul, let user = cds_timer_user(sul) else { return }
-  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().timerDidFire()
 }
