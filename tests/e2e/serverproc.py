@@ -39,8 +39,9 @@ def server_binary() -> Path:
 class ServerProcess:
     """A running countdown-server child process."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], prefix: list[str] | None = None):
         self.args = args
+        self.prefix = prefix or []
         self.stderr_file = tempfile.TemporaryFile()
         self.proc: subprocess.Popen | None = None
         self.host = ""
@@ -57,7 +58,7 @@ class ServerProcess:
                 "(run `swift build` or set COUNTDOWN_SERVER_BIN)"
             )
         self.proc = subprocess.Popen(
-            [str(binary), *self.args],
+            [*self.prefix, str(binary), *self.args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
@@ -168,6 +169,8 @@ class ServerProcess:
         return f"ws://{self.host}:{self.port}/ws/{session}"
 
 
-def start_server(*extra: str, public: Path | str = PUBLIC_DIR) -> ServerProcess:
+def start_server(*extra: str, public: Path | str = PUBLIC_DIR,
+                 prefix: list[str] | None = None) -> ServerProcess:
+    """`prefix` runs the server through another command (for example `unshare`)."""
     args = ["--port", "0", "--public", str(public), *extra]
-    return ServerProcess(args).start()
+    return ServerProcess(args, prefix).start()
