@@ -16,7 +16,7 @@ let package = Package(
     .systemLibrary(
       name: "CLibWebSockets",
       pkgConfig: "libwebsockets",
-      providers: [.apt(["libwebsockets-dev"])]
+      providers: [.apt(["libwebsockets-dev", "libev-dev"])]
     ),
     // The only module that imports the C library.
     .target(
@@ -35,6 +35,8 @@ let package = Package(
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
+    // A real server on a real loop, driven from other threads.
+    .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
