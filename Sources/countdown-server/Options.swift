@@ -283,7 +283,8 @@ extension Options {
     .choice(
       "--event-loop", .options, \.server.eventLoop,
       help: "What waits for socket events: libev (epoll; the\n"
-        + "default on Linux) or lws's poll(). Without the\nlibev plugin the server warns and uses poll."),
+        + "default on Linux) or lws's poll(). Without the\nlibev plugin the server warns and uses poll."
+    ),
 
     .integer(
       "--max-connections", "N", .limits, 1...1_000_000, \.server.maxConnections,

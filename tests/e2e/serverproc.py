@@ -178,5 +178,8 @@ def start_server(*extra: str, public: Path | str = PUBLIC_DIR, env: dict[str, st
                  prefix: list[str] | None = None) -> ServerProcess:
     """`env` is added to this process's environment (COUNTDOWN_* variables); `prefix` runs
     the server through another command (for example `unshare`)."""
-    args = ["--port", "0", "--public", str(public), *extra]
-    return ServerProcess(args, env, prefix=prefix).start()
+    args = ["--port", "0", "--public", str(public)]
+    if "--data" not in extra and not (env and "COUNTDOWN_DATA" in env):
+        # Each server its own database, so no test restores another's sessions.
+        args += ["--data", str(Path(tempfile.mkdtemp(prefix="countdown-test-")) / "countdown.db")]
+    return ServerProcess([*args, *extra], env, prefix=prefix).start()
