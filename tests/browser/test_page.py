@@ -253,6 +253,19 @@ def outage(driver, srv, test, artifacts_dir) -> None:
     driver.save_screenshot(str(artifacts_dir / "reconnecting-desktop.png"))
 
 
+def clean_up_restart(driver, test, srv, srv2, obs2) -> None:
+    try:
+        pk.drain_console(driver, test)
+    finally:
+        driver.quit()
+        if obs2 is not None:
+            obs2.close()
+        if srv2 is not None:
+            srv2.stop_and_check()
+        elif srv.alive():
+            srv.kill()
+
+
 def start_run(driver, srv, session_id, test, seconds: int = 30) -> str:
     pk.open_page(driver, srv, session_id)
     epoch = pk.read(driver)["epoch"]
@@ -303,16 +316,7 @@ def test_server_restart_mid_run_keeps_the_countdown(browser_tools, session_id, r
         assert urls and "since=" not in urls[0], urls  # the first connection has nothing to resume
         assert any("since=" in u for u in urls[1:]), f"no reconnect passed since=<seq>: {urls}"
     finally:
-        try:
-            pk.drain_console(driver, test)
-        finally:
-            driver.quit()
-            if obs2 is not None:
-                obs2.close()
-            if srv2 is not None:
-                srv2.stop_and_check()
-            elif srv.alive():
-                srv.kill()
+        clean_up_restart(driver, test, srv, srv2, obs2)
 
 
 def test_server_restart_without_storage_shows_the_truth(browser_tools, session_id, request, artifacts_dir):
@@ -344,16 +348,7 @@ def test_server_restart_without_storage_shows_the_truth(browser_tools, session_i
         assert "restarted" in pk.read(driver)["status"], pk.read(driver)
         pk.drain_console(driver, test, outage=True)
     finally:
-        try:
-            pk.drain_console(driver, test)
-        finally:
-            driver.quit()
-            if obs2 is not None:
-                obs2.close()
-            if srv2 is not None:
-                srv2.stop_and_check()
-            elif srv.alive():
-                srv.kill()
+        clean_up_restart(driver, test, srv, srv2, obs2)
 
 
 def ws_urls(driver) -> list[str]:
