@@ -88,6 +88,8 @@ public final class CountdownServer {
   private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
   /// Ends a drain (`--drain-seconds`) and starts closing connections.
   private lazy var drainTimer = LoopTimer { [unowned self] in beginStop() }
+  /// Keeps lws's own timeouts on time on libev (see the type).
+  private let libraryHeartbeat = LibraryHeartbeat()
   /// The service-loop iteration metric on libev.
   private lazy var loopClock = LoopClock { [unowned self] in recordLoopIteration(seconds: $0) }
   private var timerDue: Int64?
@@ -144,7 +146,10 @@ public final class CountdownServer {
     timer.attach(context: created, libevLoop: libevLoop)
     housekeeping.attach(context: created, libevLoop: libevLoop)
     drainTimer.attach(context: created, libevLoop: libevLoop)
-    if let libevLoop { loopClock.start(on: libevLoop) }
+    if let libevLoop {
+      loopClock.start(on: libevLoop)
+      libraryHeartbeat.start(context: created)
+    }
     defer {
       serviceQueue.close()
       ActiveContext.install(nil)
@@ -153,6 +158,7 @@ public final class CountdownServer {
       housekeeping.detach()
       drainTimer.detach()
       loopClock.stop()
+      libraryHeartbeat.stop()
       timerDue = nil
       lws_context_destroy(created)
       context = nil
