@@ -62,6 +62,8 @@ public final class CountdownServer {
   /// Called on the service thread after the loop stopped for good, before the
   /// libev loop is destroyed: stop whatever `onLoopReady` attached.
   public var onLoopDone: (() -> Void)?
+  /// Connections `flush` writes to directly, gathered during the hub's drain.
+  private var writeNow: [ConnectionID] = []
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private lazy var timer = LoopTimer { [unowned self] in timerDidFire() }
@@ -208,6 +210,12 @@ public final class CountdownServer {
       // its callbacks, the way lws allows.
       lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
+    // On libev, lws runs its own due timers (these kills, close-ack and
+    // header timeouts) only after a socket event or when its one libev timer
+    // fires, and that timer cannot be brought forward (see LoopTimer). Ticks
+    // written directly make no socket events, so wake lws through its event
+    // pipe once a sweep: none of its timers runs more than a sweep late.
+    if libevLoop != nil, let context { lws_cancel_service(context) }
     for wsi in sweep.ping { lws_callback_on_writable(wsi) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
@@ -268,11 +276,31 @@ public final class CountdownServer {
   // MARK: Called from the callbacks, on the service thread
 
   /// Pushes what the hub has to write to lws, and re-arms the one timer.
-  func flush() {
+  ///
+  /// `writingNow` (from the tick's timer, outside every socket's callback)
+  /// writes each connection's frame at once instead of asking lws for a
+  /// WRITEABLE callback first. On libev each such request is an epoll_ctl to
+  /// watch for writability and another to stop, plus a wake-up: most of what
+  /// a frame cost beyond the write itself. A socket with unsent bytes, or a
+  /// Close pending, still waits for WRITEABLE.
+  func flush(writingNow: Bool = false) {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      if let wsi = sockets[Int(connection)] { markWaiting(connection, wsi, now: now) }
+      guard let wsi = sockets[Int(connection)] else { return }
+      if writingNow && lws_partial_buffered(wsi) == 0 && lws_get_close_length(wsi) == 0 {
+        writeNow.append(connection)
+      } else {
+        markWaiting(connection, wsi, now: now)
+      }
     }
+    // After the drain: writing asks the hub for each frame.
+    for connection in writeNow {
+      guard let wsi = sockets[Int(connection)] else { continue }
+      if writable(wsi, connection: connection) == .fail {
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+      }
+    }
+    writeNow.removeAll(keepingCapacity: true)
     armTimer()
   }
 
@@ -312,7 +340,7 @@ public final class CountdownServer {
     let now = clock.nowMilliseconds()
     hub.advance(now: now)
     if !stopping { sweepIfDue(now: now, force: false) }
-    flush()
+    flush(writingNow: !stopping)
   }
 
   private func nowMicroseconds() -> Int64 {
