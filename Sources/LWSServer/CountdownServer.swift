@@ -70,6 +70,15 @@ public final class CountdownServer {
   /// The keepalive sweep when no tick has woken the loop for a while, and the
   /// shutdown deadline.
   private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
+  /// On libev only: lws runs its own due timers (async kills, close-send,
+  /// close-ack and flush timeouts) only after a socket event or when its one
+  /// libev timer fires, and that timer cannot be brought forward (see
+  /// LoopTimer). Ticks written directly make few socket events, and lws's
+  /// close path chains several such timeouts, so lateness added up past what
+  /// clients wait for. Waking lws through its event pipe this often bounds
+  /// how late any of its timers runs.
+  private lazy var lwsTimers = LoopTimer { [unowned self] in lwsTimersDidFire() }
+  static let lwsTimerWakeMs: Int64 = 200
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
@@ -121,12 +130,14 @@ public final class CountdownServer {
     serviceQueue.open(created)
     timer.attach(context: created, libevLoop: libevLoop)
     housekeeping.attach(context: created, libevLoop: libevLoop)
+    lwsTimers.attach(context: created, libevLoop: libevLoop)
     defer {
       serviceQueue.close()
       ActiveContext.install(nil)
       onLoopDone?()
       timer.detach()
       housekeeping.detach()
+      lwsTimers.detach()
       timerDue = nil
       lws_context_destroy(created)
       context = nil
@@ -143,6 +154,7 @@ public final class CountdownServer {
     onLoopReady?(libevLoop)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
+    if libevLoop != nil { lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000) }
 
     // On poll, each lws_service is one wait; on libev, one ev_run that
     // returns when `finish` breaks it.
@@ -210,18 +222,17 @@ public final class CountdownServer {
       // its callbacks, the way lws allows.
       lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
-    // On libev, lws runs its own due timers (these kills, close-ack and
-    // header timeouts) only after a socket event or when its one libev timer
-    // fires, and that timer cannot be brought forward (see LoopTimer). Ticks
-    // written directly make no socket events, so wake lws through its event
-    // pipe once a sweep: none of its timers runs more than a sweep late.
-    if libevLoop != nil, let context { lws_cancel_service(context) }
     for wsi in sweep.ping { lws_callback_on_writable(wsi) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
 
   private func scheduleHousekeeping(afterMs delay: Int64) {
     housekeeping.schedule(afterMicroseconds: delay * 1000)
+  }
+
+  private func lwsTimersDidFire() {
+    if let context { lws_cancel_service(context) }
+    lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000)
   }
 
   private func housekeepingDidFire() {
