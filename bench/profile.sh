@@ -5,6 +5,8 @@
 #   MODE=perf bench/profile.sh 19000                         # perf only
 #   TARGET=floor MODE=perf bench/profile.sh 19000            # the C floor, same procedure
 #   MODE=strace bench/profile.sh 19000                       # syscall counts over 6 s of ticks
+#   LOOP=poll MODE=perf bench/profile.sh 19000               # either target on lws's poll()
+#   SESSIONS=1000 MODE=perf bench/profile.sh 10000           # viewers spread over 1000 sessions
 #
 # 1. perf: VIEWERS_PERF viewers on one session, a long countdown; `perf record -g`
 #    on the server for 6 s of ticks; flat and caller reports.
@@ -24,15 +26,21 @@ OUT=${OUT:-/tmp/countdown-profile}
 MODE=${MODE:-both}   # perf, callgrind, both, or strace
 TARGET=${TARGET:-server}   # server, or floor (bench/floor.c with bench/run's settings)
 FLOOR=${FLOOR:-.build/bench-c/floor}
+LOOP=${LOOP:-libev}        # libev or poll, for either target
+SESSIONS=${SESSIONS:-1}    # sessions the viewers are spread over, starts spread over 1 s
 mkdir -p "$OUT"
 
 if [ "$TARGET" = floor ]; then
-  target=("$FLOOR" --port 0 --rx-buffer 512 --ping-after 0 --hangup-after 0)
+  target=("$FLOOR" --port 0 --rx-buffer 512 --event-loop "$LOOP")
 else
-  target=("$SERVER" --port 0 --public Public)
+  target=("$SERVER" --port 0 --public Public --event-loop "$LOOP")
   if "$SERVER" --help | grep -q -- --max-connections-per-ip; then
     target+=(--max-connections-per-ip 20000)
   fi
+fi
+spread=()
+if [ "$SESSIONS" -gt 1 ]; then
+  spread=(--per-session $(( (VIEWERS_PERF + SESSIONS - 1) / SESSIONS )) --spread-ms 1000)
 fi
 
 # start_server CMD... : runs it, sets SPID and PORT
@@ -50,7 +58,7 @@ start_server() {
 
 # start_client VIEWERS: runs loadclient, waits for its @ready line, sets CPID
 start_client() {
-  "$CLIENT" --port "$PORT" --viewers "$1" --seconds 3600 --ticks "$2" --prefix prof \
+  "$CLIENT" --port "$PORT" --viewers "$1" --seconds 3600 --ticks "$2" --prefix prof "${spread[@]}" \
     > "$OUT/client-$1.json" 2> "$OUT/client-$1.err" &
   CPID=$!
   for _ in $(seq 1200); do
@@ -80,7 +88,7 @@ if [ "$MODE" = strace ]; then
   echo "== strace: $VIEWERS_PERF viewers" >&2
   start_ticking "$VIEWERS_PERF"
   # -c counts calls and time per syscall; poll() is one pass over every socket.
-  timeout -s INT 6 strace -c -e trace=poll,sendto,recvfrom,read,write -p "$SPID" \
+  timeout -s INT 6 strace -c -e trace=poll,epoll_wait,epoll_ctl,sendto,recvfrom,read,write -p "$SPID" \
     2> "$OUT/strace.txt" || true
   stop
   cat "$OUT/strace.txt"

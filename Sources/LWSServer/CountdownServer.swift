@@ -80,6 +80,8 @@ public final class CountdownServer {
   /// Called on the service thread after the loop stopped for good, before the
   /// libev loop is destroyed: stop whatever `onLoopReady` attached.
   public var onLoopDone: (() -> Void)?
+  /// Connections `flush` writes to directly, gathered during the hub's drain.
+  private var writeNow: [ConnectionID] = []
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
   private lazy var timer = LoopTimer { [unowned self] in timerDidFire() }
@@ -88,10 +90,17 @@ public final class CountdownServer {
   private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
   /// Ends a drain (`--drain-seconds`) and starts closing connections.
   private lazy var drainTimer = LoopTimer { [unowned self] in beginStop() }
-  /// Keeps lws's own timeouts on time on libev (see the type).
-  private let libraryHeartbeat = LibraryHeartbeat()
   /// The service-loop iteration metric on libev.
   private lazy var loopClock = LoopClock { [unowned self] in recordLoopIteration(seconds: $0) }
+  /// On libev only: lws runs its own due timers (async kills, close-send,
+  /// close-ack and flush timeouts) only after a socket event or when its one
+  /// libev timer fires, and that timer cannot be brought forward (see
+  /// LoopTimer). Ticks written directly make few socket events, and lws's
+  /// close path chains several such timeouts, so lateness added up past what
+  /// clients wait for. Waking lws through its event pipe this often bounds
+  /// how late any of its timers runs.
+  private lazy var lwsTimers = LoopTimer { [unowned self] in lwsTimersDidFire() }
+  static let lwsTimerWakeMs: Int64 = 200
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
@@ -146,10 +155,8 @@ public final class CountdownServer {
     timer.attach(context: created, libevLoop: libevLoop)
     housekeeping.attach(context: created, libevLoop: libevLoop)
     drainTimer.attach(context: created, libevLoop: libevLoop)
-    if let libevLoop {
-      loopClock.start(on: libevLoop)
-      libraryHeartbeat.start(context: created)
-    }
+    lwsTimers.attach(context: created, libevLoop: libevLoop)
+    if let libevLoop { loopClock.start(on: libevLoop) }
     defer {
       serviceQueue.close()
       ActiveContext.install(nil)
@@ -157,8 +164,8 @@ public final class CountdownServer {
       timer.detach()
       housekeeping.detach()
       drainTimer.detach()
+      lwsTimers.detach()
       loopClock.stop()
-      libraryHeartbeat.stop()
       timerDue = nil
       lws_context_destroy(created)
       context = nil
@@ -179,6 +186,7 @@ public final class CountdownServer {
     onLoopReady?(libevLoop)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
+    if libevLoop != nil { lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000) }
 
     // On poll, each lws_service is one wait; on libev, one ev_run that
     // returns when `finish` breaks it.
@@ -294,6 +302,11 @@ public final class CountdownServer {
     housekeeping.schedule(afterMicroseconds: delay * 1000)
   }
 
+  private func lwsTimersDidFire() {
+    if let context { lws_cancel_service(context) }
+    lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000)
+  }
+
   private func housekeepingDidFire() {
     if stopping {
       finish()  // the shutdown deadline: sockets still open are dropped
@@ -383,11 +396,31 @@ public final class CountdownServer {
   // MARK: Called from the callbacks, on the service thread
 
   /// Pushes what the hub has to write to lws, and re-arms the one timer.
-  func flush() {
+  ///
+  /// `writingNow` (from the tick's timer, outside every socket's callback)
+  /// writes each connection's frame at once instead of asking lws for a
+  /// WRITEABLE callback first. On libev each such request is an epoll_ctl to
+  /// watch for writability and another to stop, plus a wake-up: most of what
+  /// a frame cost beyond the write itself. A socket with unsent bytes, or a
+  /// Close pending, still waits for WRITEABLE.
+  func flush(writingNow: Bool = false) {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      if let wsi = sockets[Int(connection)] { markWaiting(connection, wsi, now: now) }
+      guard let wsi = sockets[Int(connection)] else { return }
+      if writingNow && lws_partial_buffered(wsi) == 0 && lws_get_close_length(wsi) == 0 {
+        writeNow.append(connection)
+      } else {
+        markWaiting(connection, wsi, now: now)
+      }
     }
+    // After the drain: writing asks the hub for each frame.
+    for connection in writeNow {
+      guard let wsi = sockets[Int(connection)] else { continue }
+      if writable(wsi, connection: connection) == .fail {
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+      }
+    }
+    writeNow.removeAll(keepingCapacity: true)
     armTimer()
   }
 
@@ -431,7 +464,7 @@ public final class CountdownServer {
     let now = clock.nowMilliseconds()
     hub.advance(now: now)
     if !stopping { sweepIfDue(now: now, force: false) }
-    flush()
+    flush(writingNow: !stopping)
   }
 
   private func nowMicroseconds() -> Int64 {

@@ -1,5 +1,5 @@
 """libwebsockets' own timeouts keep time on both event loops: on libev, lws 4.1.6 cannot
-bring its timer forward by itself (see Sources/LWSServer/LibraryHeartbeat.swift)."""
+bring its timer forward by itself (see `lwsTimers` in Sources/LWSServer/CountdownServer.swift)."""
 
 from __future__ import annotations
 
