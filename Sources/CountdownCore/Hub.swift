@@ -307,16 +307,29 @@ public final class Hub {
         connections[ConnectionHandle(viewer)].gate.isController = false
       }
     }
-    if let record { transition(handle) { $0.adopt(record, now: now) } }
+    if let record {
+      transition(handle) { machine in
+        machine.skipSeq(pastPatchesSince: record, now: now)
+        return machine.adopt(record, now: now)
+      }
+    }
     dirtyConnections.append(contentsOf: sessions[handle].viewers)
     dispatchWaiting(handle, now: now)
   }
 
   /// A change that another instance sequenced: the session adopts it if it
-  /// is newer than what it has. Sessions not open here are not kept.
+  /// is newer than what it has. Sessions not open here are not kept. Both
+  /// here and in `loaded`, seq moves past what the record says any instance
+  /// may have sent (`record.seq` and the time since `record.updatedAt`), so
+  /// a client moving between instances never sees it go back.
   public func adoptRemote(session id: String, record: SessionRecord, now: Int64) {
-    guard let handle = sessionIndex[id], !sessions[handle].loading else { return }
-    transition(handle) { $0.adopt(record, now: now) }
+    guard let handle = sessionIndex[id], !sessions[handle].loading,
+      record.revision > sessions[handle].machine.revision
+    else { return }
+    transition(handle) { machine in
+      machine.skipSeq(pastPatchesSince: record, now: now)
+      return machine.adopt(record, now: now)
+    }
   }
 
   private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {

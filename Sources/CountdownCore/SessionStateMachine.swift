@@ -119,9 +119,20 @@ public struct SessionStateMachine: Sendable {
   /// patch that could have been sent since the record was written.
   public init(restoring record: SessionRecord, config: SessionConfig.Shared, now: Int64) {
     self.init(config: config, now: now)
-    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
-    seq = record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond
+    skipSeq(pastPatchesSince: record, now: now)
     take(record.settled(at: now), now: now)
+  }
+
+  /// Moves `seq` past every patch that could have been sent since `record`
+  /// was written, here before a restart or on another instance, so that a
+  /// client that saw such a patch never sees seq go back.
+  mutating func skipSeq(pastPatchesSince record: SessionRecord, now: Int64) {
+    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
+    let floor = record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond
+    guard floor > seq else { return }
+    seq = floor
+    // Nobody can be merged exactly across the skipped seqs.
+    recentFields = InlineArray(repeating: .all)
   }
 
   public var isRunning: Bool {

@@ -1,0 +1,375 @@
+import CountdownCore
+import Observability
+
+/// The command path's "sequence" step for a cluster: Redis orders every
+/// command through one function call (`countdown_command`), so instances
+/// behind a load balancer share sessions.
+///
+/// Everything here runs on one thread, the loop's: hiredis's callbacks,
+/// timers, and the hub's calls into the sequencer. Results go back to the
+/// hub through `deliver`, which runs them on the hub's thread and lets the
+/// server push what changed (the server's service queue; inline in tests).
+///
+/// - A command goes out as one FCALL; its reply completes the ticket.
+/// - A session created here is `.loading` until its hash is read
+///   (`countdown_open`), which also settles its controller key.
+/// - Every change is published with the cluster epoch, the channel's
+///   position and the session's revision. A newer revision is adopted, a gap
+///   or another epoch re-reads the session, and a position this instance
+///   never saw re-reads every open session.
+/// - On every (re)connect: subscribe, wait for the confirmation, then read
+///   every open session and reconcile by revision. Until then commands get
+///   `unavailable`, while running countdowns keep ticking from their known
+///   deadlines.
+public final class RedisSequencer: CommandSequencer {
+  public struct Settings: Sendable {
+    public var address: RedisAddress
+    /// The cluster's epoch, as `prepare` agreed it with Redis.
+    public var epoch: String
+    /// A command without a reply by then fails as unavailable, and the
+    /// connection is made anew.
+    public var timeoutMs: Int64 = 2000
+    /// How often the channel's position is compared with what arrived.
+    public var checkIntervalMs: Int64 = 5000
+
+    public init(address: RedisAddress, epoch: String) {
+      self.address = address
+      self.epoch = epoch
+    }
+  }
+
+  /// Counters for metrics and tests.
+  public struct Stats: Equatable, Sendable {
+    public var commandsSent = 0
+    public var commandsUnavailable = 0
+    public var messages = 0
+    /// Sessions read again (a gap, another epoch, a reconnect, a lost message).
+    public var rereads = 0
+    public var reconnects = 0
+  }
+
+  static let epochKey = "countdown:epoch"
+  static let positionKey = "countdown:pos"
+  static func sessionKey(_ session: String) -> String { "countdown:s:\(session)" }
+  /// Pub/Sub ignores the database number, so the channel carries it.
+  static func channel(_ address: RedisAddress) -> String { "countdown:changes:\(address.database)" }
+
+  static let unreachable = "the cluster cannot order commands right now; try again"
+
+  /// Set once the hub exists (the hub holds the sequencer).
+  public weak var hub: Hub?
+  /// Another instance has made a new epoch (Redis lost its data and an
+  /// instance started anew): this instance's sessions are another history.
+  public var onEpochConflict: ((_ clusterEpoch: String) -> Void)?
+  public private(set) var stats = Stats()
+
+  public let settings: Settings
+  private let channel: String
+  private let deliver: (@escaping () -> Void) -> Void
+  private let clock: any WallClock
+  private let commands: RedisConnection
+  private let subscriber: RedisConnection
+  private let log = Logger.shared
+
+  private struct OpenSession {
+    var revision: UInt64 = 0
+    var loading = true
+    var keyHash: KeyHash?
+  }
+
+  private var open: [String: OpenSession] = [:]
+  private var subscribed = false
+  /// The highest position seen on the channel (or read) since subscribing.
+  private var position: Int64 = 0
+  /// The position Redis had at the last check.
+  private var checkedPosition: Int64?
+  private lazy var checkTimer = LoopTimer(loop: commands.loop) { [unowned self] in check() }
+
+  public init(
+    settings: Settings, loop: EventLoop, clock: any WallClock = SystemClock(),
+    deliver: @escaping (@escaping () -> Void) -> Void
+  ) {
+    self.settings = settings
+    self.channel = Self.channel(settings.address)
+    self.clock = clock
+    self.deliver = deliver
+    // A subscribed hiredis connection can send nothing else: two connections.
+    commands = RedisConnection(
+      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+    subscriber = RedisConnection(
+      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+    commands.onUp = { [unowned self] in commandsUp() }
+    subscriber.onUp = { [unowned self] in subscriberUp() }
+    commands.onDown = { [unowned self] in down("commands", $0) }
+    subscriber.onDown = { [unowned self] in
+      subscribed = false
+      down("subscriber", $0)
+    }
+  }
+
+  /// Loads the function library and agrees on the cluster epoch: blocking,
+  /// for start-up before the listener opens. `proposed` becomes the epoch
+  /// when Redis has none; the answer is the cluster's.
+  public static func prepare(
+    _ address: RedisAddress, proposedEpoch proposed: String, timeoutMs: Int = 2000
+  ) throws(RedisError) -> String {
+    let redis = try BlockingRedis(address, timeoutMs: timeoutMs)
+    if address.database != 0 { try redis.command(["SELECT", String(address.database)]) }
+    try redis.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    try redis.command(["SET", epochKey, proposed, "NX"])
+    guard let epoch = try redis.command(["GET", epochKey]).text else {
+      throw RedisError(.protocolViolation, "GET \(epochKey) gave no string")
+    }
+    return epoch
+  }
+
+  /// Connects both connections; they keep reconnecting until `stop`.
+  public func start() {
+    commands.start()
+    subscriber.start()
+    checkTimer.schedule(afterMs: settings.checkIntervalMs)
+  }
+
+  public func stop() {
+    checkTimer.cancel()
+    subscriber.stop()
+    commands.stop()
+  }
+
+  /// Both connections are up and the subscription confirmed: commands can be ordered.
+  public var isConnected: Bool { commands.isUp && subscribed }
+
+  // MARK: CommandSequencer
+
+  public func sequence(_ request: SequenceRequest) -> SequenceResult {
+    guard isConnected else {
+      stats.commandsUnavailable += 1
+      return .done(.unavailable(Self.unreachable))
+    }
+    let (op, first, second, label) = Self.arguments(of: request.command)
+    let arguments =
+      [
+        "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
+        Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
+      ] + RecordMessage.arguments(of: request.current)
+    let ticket = request.ticket
+    let session = request.session
+    let sent = commands.send(arguments) { [weak self] result in
+      self?.commandAnswered(ticket, session: session, result)
+    }
+    guard sent else {
+      stats.commandsUnavailable += 1
+      return .done(.unavailable(Self.unreachable))
+    }
+    stats.commandsSent += 1
+    return .pending
+  }
+
+  public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
+    open[session] = OpenSession(keyHash: keyHash)
+    if isConnected { read(session) }
+    return .loading
+  }
+
+  public func forgot(session: String) {
+    open[session] = nil
+  }
+
+  // MARK: Replies and messages
+
+  private func commandAnswered(
+    _ ticket: Ticket, session: String, _ result: Result<RedisReply, RedisError>
+  ) {
+    let outcome: SequenceOutcome
+    switch result {
+    case .success(let reply):
+      let parts = reply.elements?.compactMap(\.text) ?? []
+      switch (parts.first, parts.count) {
+      case ("ok", 2):
+        guard let message = RecordMessage.parse(parts[1]) else {
+          outcome = .unavailable(Self.unreachable)
+          break
+        }
+        outcome = .applied(message.record)
+        if open[session] != nil, !open[session]!.loading {
+          open[session]!.revision = max(open[session]!.revision, message.record.revision)
+        }
+      case ("rejected", 2):
+        outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
+      case ("epoch", 2):
+        outcome = .unavailable(Self.unreachable)
+        epochConflict(parts[1])
+      default:
+        outcome = .unavailable(Self.unreachable)
+      }
+    case .failure(let error):
+      log.warn("redis_command_failed", ["error": LogValue(error.description)])
+      outcome = .unavailable(Self.unreachable)
+    }
+    if case .unavailable = outcome { stats.commandsUnavailable += 1 }
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in self?.hub?.complete(ticket, outcome, now: now) }
+  }
+
+  /// Reads a session's hash (`countdown_open`, which in key mode settles
+  /// its key) and hands it to the hub: its first state, or a reconciliation.
+  private func read(_ session: String) {
+    guard let entry = open[session] else { return }
+    stats.rereads += 1
+    let arguments = [
+      "FCALL", "countdown_open", "3", Self.sessionKey(session), Self.epochKey, Self.positionKey,
+      settings.epoch, session, entry.keyHash?.hex ?? "",
+    ]
+    commands.send(arguments) { [weak self] result in self?.readAnswered(session, result) }
+  }
+
+  private func readAnswered(_ session: String, _ result: Result<RedisReply, RedisError>) {
+    guard case .success(let reply) = result, let parts = reply.elements?.compactMap(\.text),
+      parts.count == 2, let message = RecordMessage.parse(parts[0]),
+      var entry = open[session]
+    else {
+      // A failure drops the connection; the reconnect reads every session again.
+      return
+    }
+    let record = message.record
+    let storedKey = KeyHash(hex: parts[1])
+    let wasLoading = entry.loading
+    entry.loading = false
+    entry.revision = max(entry.revision, record.revision)
+    open[session] = entry
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in
+      guard let hub = self?.hub else { return }
+      if wasLoading {
+        hub.loaded(session: session, record: record, keyHash: storedKey, now: now)
+      } else {
+        hub.adoptRemote(session: session, record: record, now: now)
+      }
+    }
+  }
+
+  private func subscriptionMessage(_ reply: RedisReply) {
+    guard let parts = reply.elements?.compactMap(\.text), parts.count == 3 else { return }
+    switch parts[0] {
+    case "subscribe":
+      subscribed = true
+      log.info("redis_subscribed", ["channel": LogValue(channel)])
+      reconcile()
+    case "message":
+      stats.messages += 1
+      guard let message = RecordMessage.parse(parts[2]) else { return }
+      changed(message)
+    default:
+      break
+    }
+  }
+
+  private func changed(_ message: RecordMessage) {
+    let missed = position != 0 && message.position > position + 1
+    position = max(position, message.position)
+    if missed {
+      reconcile()
+      return
+    }
+    guard let entry = open[message.session] else { return }
+    guard message.epoch == settings.epoch else {
+      read(message.session)
+      return
+    }
+    let revision = message.record.revision
+    // Loading: the read in flight may predate this change, so read again after it.
+    if entry.loading || revision > entry.revision + 1 {
+      read(message.session)
+      return
+    }
+    guard revision > entry.revision else { return }
+    open[message.session]!.revision = revision
+    let now = clock.nowMilliseconds()
+    let record = message.record
+    deliver { [weak self] in
+      self?.hub?.adoptRemote(session: message.session, record: record, now: now)
+    }
+  }
+
+  // MARK: Connections
+
+  private func commandsUp() {
+    log.info("redis_connected", ["connection": LogValue("commands")])
+    // Redis may have restarted without persistence: the library and the
+    // epoch come back first, in order on this connection, before any read.
+    commands.send(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source]) { [weak self] result in
+      if case .failure(let error) = result {
+        self?.log.error("redis_function_load_failed", ["error": LogValue(error.description)])
+      }
+    }
+    commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
+    commands.send(["GET", Self.epochKey]) { [weak self] result in
+      guard let self, case .success(let reply) = result, let epoch = reply.text,
+        epoch != settings.epoch
+      else { return }
+      epochConflict(epoch)
+    }
+    reconcile()
+  }
+
+  private func subscriberUp() {
+    log.info("redis_connected", ["connection": LogValue("subscriber")])
+    subscriber.subscribe(channel) { [weak self] result in
+      if case .success(let reply) = result { self?.subscriptionMessage(reply) }
+    }
+  }
+
+  private func down(_ name: String, _ error: RedisError) {
+    stats.reconnects += 1
+    log.warn(
+      "redis_disconnected", ["connection": LogValue(name), "error": LogValue(error.description)])
+  }
+
+  /// Subscribed and able to send: read the position, then every open
+  /// session, and adopt what is newer. Changes after the position read
+  /// arrive as messages.
+  private func reconcile() {
+    guard isConnected else { return }
+    commands.send(["GET", Self.positionKey]) { [weak self] result in
+      guard let self, case .success(let reply) = result else { return }
+      position = max(position, Int64(reply.text ?? "0") ?? 0)
+    }
+    for session in open.keys { read(session) }
+  }
+
+  /// Pub/Sub drops messages silently (a slow subscriber, a brief partition):
+  /// a position Redis had one check ago that never arrived means a lost one.
+  private func check() {
+    checkTimer.schedule(afterMs: settings.checkIntervalMs)
+    guard isConnected else {
+      checkedPosition = nil
+      return
+    }
+    if let checkedPosition, position < checkedPosition { reconcile() }
+    commands.send(["GET", Self.positionKey]) { [weak self] result in
+      guard case .success(let reply) = result else { return }
+      self?.checkedPosition = Int64(reply.text ?? "0") ?? 0
+    }
+  }
+
+  private func epochConflict(_ clusterEpoch: String) {
+    log.error(
+      "cluster_epoch_changed",
+      ["ours": LogValue(settings.epoch), "cluster": LogValue(clusterEpoch)])
+    onEpochConflict?(clusterEpoch)
+  }
+
+  /// A command's op and arguments as `countdown_command` takes them.
+  static func arguments(of command: SessionCommand) -> (String, String, String, String) {
+    switch command {
+    case .start(.seconds(let seconds), let label):
+      ("start", "seconds", String(seconds), label ?? "")
+    case .start(.until(let deadline), let label):
+      ("start", "until", String(deadline), label ?? "")
+    case .cancel: ("cancel", "", "", "")
+    case .pause: ("pause", "", "", "")
+    case .resume: ("resume", "", "", "")
+    case .adjust(let seconds): ("adjust", String(seconds), "", "")
+    }
+  }
+}
