@@ -19,7 +19,8 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
   public var description: String {
     let base: String
     switch endpoint {
-    case .tcp(let ip, let port): base = ip.contains(":") ? "redis://[\(ip)]:\(port)" : "redis://\(ip):\(port)"
+    case .tcp(let ip, let port):
+      base = ip.contains(":") ? "redis://[\(ip)]:\(port)" : "redis://\(ip):\(port)"
     case .unix(let path): base = "unix://\(path)"
     }
     return database == 0 ? base : "\(base)/\(database)"

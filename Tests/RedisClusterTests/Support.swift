@@ -127,8 +127,10 @@ struct Viewer {
   var hasSnapshot: Bool { messages.contains { $0["type"] as? String == "snapshot" } }
 
   func reply(_ id: Int) -> [String: Any]? {
-    messages.last { ($0["type"] as? String == "ack" || $0["type"] as? String == "error")
-      && ($0["id"] as? Int) == id }
+    messages.last {
+      ($0["type"] as? String == "ack" || $0["type"] as? String == "error")
+        && ($0["id"] as? Int) == id
+    }
   }
 
   func send(_ hub: Hub, _ json: String) {
@@ -162,7 +164,7 @@ final class Instance {
 }
 
 /// Runs the loop until `done`, failing the test after `seconds`.
-func await(
+func waitFor(
   _ loop: EventLoop, seconds: Int64 = 10, _ what: String,
   sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool
 ) {

@@ -1,0 +1,168 @@
+import CountdownCore
+import Foundation
+import Testing
+
+@testable import RedisCluster
+
+/// Two instances (hub + RedisSequencer) on one loop and thread, against a
+/// real redis-server.
+@Suite(.serialized) struct SequencerTests {
+  let redis: RedisProcess
+  let loop = EventLoop()
+  let epoch: String
+
+  init() throws {
+    redis = try RedisProcess()
+    epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
+  }
+
+  func connected(_ instances: Instance...) {
+    waitFor(loop, "both connections and the subscription") {
+      instances.allSatisfy(\.sequencer.isConnected)
+    }
+  }
+
+  /// A start on A reaches B's viewer with the same deadline, and B's seq is not below A's.
+  @Test func commandOnOneInstanceIsSeenOnAnother() {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var va = Viewer(a.hub, "s")
+    var vb = Viewer(b.hub, "s")
+    waitFor(loop, "both snapshots") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
+    waitFor(loop, "the ack on A and the run on B") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.reply(1) != nil && vb.state["phase"] as? String == "running"
+    }
+    #expect(va.reply(1)?["type"] as? String == "ack")
+    #expect(va.state["endsAt"] as? Int64 != nil)
+    #expect(vb.state["endsAt"] as? Int64 == va.state["endsAt"] as? Int64)
+    // A viewer moving from A to B carries on: same epoch, seq not lower.
+    var moved = Viewer(b.hub, "s")
+    waitFor(loop, "the moved viewer's snapshot") {
+      moved.read(b.hub)
+      return moved.hasSnapshot
+    }
+    #expect(moved.messages.first?["epoch"] as? String == a.hub.epoch)
+    #expect(moved.seq >= va.seq)
+  }
+
+  /// 100 rounds of two simultaneous starts on two instances: one ack, one busy each.
+  @Test func racingStartsGiveOneAck() {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var acks = 0
+    for round in 0..<100 {
+      var va = Viewer(a.hub, "race-\(round)")
+      var vb = Viewer(b.hub, "race-\(round)")
+      waitFor(loop, "round \(round)'s snapshots") {
+        va.read(a.hub)
+        vb.read(b.hub)
+        return va.hasSnapshot && vb.hasSnapshot
+      }
+      va.send(a.hub, #"{"op":"start","seconds":30,"id":1}"#)
+      vb.send(b.hub, #"{"op":"start","seconds":30,"id":1}"#)
+      waitFor(loop, "round \(round)'s answers") {
+        va.read(a.hub)
+        vb.read(b.hub)
+        return va.reply(1) != nil && vb.reply(1) != nil
+      }
+      let answers = [va.reply(1), vb.reply(1)].map { $0?["type"] as? String }
+      let codes = [va.reply(1), vb.reply(1)].compactMap { $0?["code"] as? String }
+      if answers.filter({ $0 == "ack" }).count == 1 && codes == ["busy"] { acks += 1 }
+    }
+    #expect(acks == 100)
+  }
+
+  /// Redis stops: commands are unavailable; it returns: both instances
+  /// reconnect, resubscribe, and catch up on what they missed.
+  @Test func outageThenReconcile() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch, timeoutMs: 500)
+    let b = Instance(redis, loop: loop, epoch: epoch, timeoutMs: 500)
+    connected(a, b)
+    var va = Viewer(a.hub, "s")
+    var vb = Viewer(b.hub, "s")
+    waitFor(loop, "both snapshots") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    redis.stop()
+    waitFor(loop, "both instances to notice") {
+      !a.sequencer.isConnected && !b.sequencer.isConnected
+    }
+    va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
+    va.read(a.hub)
+    #expect(va.reply(1)?["code"] as? String == "unavailable")
+    try redis.start()
+    connected(a, b)
+    // Redis came back empty: the library and the epoch come back from the instances.
+    va.send(a.hub, #"{"op":"start","seconds":60,"id":2}"#)
+    waitFor(loop, "the start after the outage") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.reply(2) != nil && vb.state["phase"] as? String == "running"
+    }
+    #expect(va.reply(2)?["type"] as? String == "ack")
+    #expect(vb.state["endsAt"] as? Int64 == va.state["endsAt"] as? Int64)
+    #expect(try redis.blocking().command(["GET", "countdown:epoch"]).text == epoch)
+  }
+
+  /// A change B never heard (its subscriber was gone) is found by the
+  /// re-read after B resubscribes.
+  @Test func missedChangeIsReadAfterResubscribing() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var va = Viewer(a.hub, "s")
+    var vb = Viewer(b.hub, "s")
+    waitFor(loop, "both snapshots") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    // Kill B's connections from Redis's side; A's command lands before B is back.
+    let client = try redis.blocking()
+    try client.command(["CLIENT", "KILL", "TYPE", "pubsub"])
+    va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
+    waitFor(loop, "B running after its reconnect") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return vb.state["phase"] as? String == "running"
+    }
+    #expect(vb.state["endsAt"] as? Int64 == va.state["endsAt"] as? Int64)
+  }
+
+  /// In key mode, two instances creating the same session at once settle on one key.
+  @Test func keyRaceSettlesOnOneController() {
+    let a = Instance(redis, loop: loop, epoch: epoch, control: .key)
+    let b = Instance(redis, loop: loop, epoch: epoch, control: .key)
+    connected(a, b)
+    var va = Viewer(a.hub, "k")
+    var vb = Viewer(b.hub, "k")
+    waitFor(loop, "both snapshots") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    let roles = [va, vb].compactMap { $0.messages.first?["role"] as? String }
+    #expect(roles.sorted() == ["controller", "viewer"])
+    // The winner's key works on the other instance.
+    let winner = va.messages.first?["role"] as? String == "controller" ? va : vb
+    let key = winner.messages.first?["key"] as? String
+    var other = Viewer(winner.id == va.id ? b.hub : a.hub, "k", key: key)
+    let otherHub = winner.id == va.id ? b.hub : a.hub
+    waitFor(loop, "the key holder's snapshot elsewhere") {
+      other.read(otherHub)
+      return other.hasSnapshot
+    }
+    #expect(other.messages.first?["role"] as? String == "controller")
+  }
+}
