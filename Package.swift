@@ -16,7 +16,7 @@ let package = Package(
     .systemLibrary(
       name: "CLibWebSockets",
       pkgConfig: "libwebsockets",
-      providers: [.apt(["libwebsockets-dev"])]
+      providers: [.apt(["libwebsockets-dev", "libev-dev"])]
     ),
     // The only module that imports the C library.
     .target(
@@ -48,6 +48,8 @@ let package = Package(
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     .testTarget(name: "RedisClusterTests", dependencies: ["RedisCluster", "CountdownCore"]),
+    // A real server on a real loop, driven from other threads.
+    .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),

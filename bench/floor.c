@@ -16,18 +16,23 @@
  * What it does per tick is the floor any server on this library pays: one
  * lws_sul timer per session, the frame built once into a shared buffer, then
  * lws_callback_on_writable() on each of the session's connections and one
- * lws_write() each in LWS_CALLBACK_SERVER_WRITEABLE. Same poll backend, same
- * context options (UTF-8 validation, security headers, no IPv6), same idle
- * policy (ping after 20 s of silence, hang up after 30 s) as countdown-server.
- * No viewer-count patches, no acks, no merging: a viewer that falls more than
- * one seq behind just gets the latest frame.
+ * lws_write() each in LWS_CALLBACK_SERVER_WRITEABLE. Same event loop (libev on
+ * a foreign loop, or lws's poll), same context options (UTF-8 validation,
+ * security headers, no IPv6, explicit vhost) and the same keepalive as
+ * countdown-server: lws's own idle policy off, and one sweep a second over
+ * every connection that pings after --ping-after s of silence (the ping carries
+ * "ka", as the server's) and hangs up --hangup-after s after a ping went
+ * unanswered. No viewer-count patches, no acks, no merging: a viewer that falls
+ * more than one seq behind just gets the latest frame.
  *
- *   floor [--host 127.0.0.1] [--port 0] [--rx-buffer BYTES] [--ping-after S] [--hangup-after S]
+ *   floor [--host 127.0.0.1] [--port 0] [--event-loop libev|poll] [--rx-buffer BYTES]
+ *         [--ping-after S] [--hangup-after S] [--fd-limit N]
  *
- * --rx-buffer sets the protocol's rx_buffer_size (default 0, as countdown-server:
- * lws then gives each connection a 4 KiB receive buffer). --ping-after and
- * --hangup-after set the lws idle policy (default 20 and 30 s, as countdown-server;
- * 0 and 0 turn lws's validity timers off). --fd-limit sets
+ * --event-loop: libev (default, as countdown-server on Linux) or poll.
+ * --rx-buffer sets the protocol's rx_buffer_size (default 0: lws then gives each
+ * connection a 4 KiB receive buffer; bench/run passes the server's 512).
+ * --ping-after and --hangup-after: the sweep (default 20 and 30 s, as
+ * countdown-server; --ping-after 0 turns the sweep off). --fd-limit sets
  * fd_limit_per_thread (default 0: lws sizes its tables from ulimit -n; below
  * the ulimit, lws switches to a linear fd lookup: see PROFILE.md).
  *
@@ -35,6 +40,7 @@
  */
 #define _GNU_SOURCE
 #include <libwebsockets.h>
+#include <ev.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,16 +71,23 @@ struct session {
 struct pss {
 	struct lws *wsi;
 	struct session *session;
-	struct pss *prev, *next;
+	struct pss *prev, *next;         /* the session's viewers */
+	struct pss *all_prev, *all_next; /* every connection, for the sweep */
 	unsigned long long sent_seq;
+	long long last_heard, pinged_at; /* ms; pinged_at 0: not in this silence */
 	int needs_snapshot;
+	int ping_due;
 };
 
 #define BUCKETS 4096
 static struct session *table[BUCKETS];
 static volatile sig_atomic_t stop_flag;
 static struct lws_context *context;
+static struct ev_loop *loop; /* NULL on poll */
 static char epoch[17];
+static struct pss *all_conns;
+static int ping_after_s = 20, hangup_after_s = 30;
+static lws_sorted_usec_list_t sweep_sul;
 
 static long long now_ms(void)
 {
@@ -210,6 +223,29 @@ static int write_snapshot(struct lws *wsi, struct pss *p)
 	return lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_TEXT) < 0 ? -1 : 0;
 }
 
+/* The keepalive sweep, as countdown-server's: once a second, one pass. */
+static void sweep(lws_sorted_usec_list_t *sul)
+{
+	long long now = now_ms();
+	for (struct pss *p = all_conns; p; p = p->all_next) {
+		long long silent = now - p->last_heard;
+		if (silent >= hangup_after_s * 1000LL && p->pinged_at)
+			lws_set_timeout(p->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		else if (silent >= ping_after_s * 1000LL && !p->pinged_at) {
+			p->pinged_at = now;
+			p->ping_due = 1;
+			lws_callback_on_writable(p->wsi);
+		}
+	}
+	lws_sul_schedule(context, 0, sul, sweep, LWS_US_PER_SEC);
+}
+
+static void heard(struct pss *p)
+{
+	p->last_heard = now_ms();
+	p->pinged_at = 0;
+}
+
 /* Finds "key":<int> in a small JSON text; returns def when absent. */
 static long long json_int(const char *text, size_t len, const char *key, long long def)
 {
@@ -253,13 +289,31 @@ static int callback_countdown(struct lws *wsi, enum lws_callback_reasons reason,
 			s->viewers->prev = p;
 		s->viewers = p;
 		s->viewer_count++;
+		p->all_prev = NULL;
+		p->all_next = all_conns;
+		if (all_conns)
+			all_conns->all_prev = p;
+		all_conns = p;
+		heard(p);
 		lws_callback_on_writable(wsi);
 		break;
 	}
 
+	case LWS_CALLBACK_RECEIVE_PONG:
+		if (p->session)
+			heard(p);
+		break;
+
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		/* lws_service no longer returns by itself on libev */
+		if (stop_flag && loop)
+			ev_break(loop, EVBREAK_ALL);
+		break;
+
 	case LWS_CALLBACK_RECEIVE: {
 		if (!p->session)
 			return -1;
+		heard(p);
 		const char *text = in;
 		/* Only "start" matters to the benchmark; everything else is ignored. */
 		if (len < 4096 && memmem(text, len, "\"start\"", 7))
@@ -278,11 +332,20 @@ static int callback_countdown(struct lws *wsi, enum lws_callback_reasons reason,
 				lws_callback_on_writable(wsi);
 			break;
 		}
-		if (p->sent_seq >= s->seq)
-			break;
-		p->sent_seq = s->seq;
-		if (lws_write(wsi, s->frame + LWS_PRE, s->frame_len, LWS_WRITE_TEXT) < 0)
-			return -1;
+		if (p->sent_seq < s->seq) {
+			/* What the session has first; an owed ping waits, as in the server. */
+			p->sent_seq = s->seq;
+			if (lws_write(wsi, s->frame + LWS_PRE, s->frame_len, LWS_WRITE_TEXT) < 0)
+				return -1;
+			if (p->ping_due)
+				lws_callback_on_writable(wsi);
+		} else if (p->ping_due) {
+			unsigned char ping[LWS_PRE + 2];
+			p->ping_due = 0;
+			memcpy(ping + LWS_PRE, "ka", 2);
+			if (lws_write(wsi, ping + LWS_PRE, 2, LWS_WRITE_PING) < 0)
+				return -1;
+		}
 		break;
 	}
 
@@ -297,6 +360,12 @@ static int callback_countdown(struct lws *wsi, enum lws_callback_reasons reason,
 				p->next->prev = p->prev;
 			s->viewer_count--;
 			p->session = NULL;
+			if (p->all_prev)
+				p->all_prev->all_next = p->all_next;
+			else
+				all_conns = p->all_next;
+			if (p->all_next)
+				p->all_next->all_prev = p->all_prev;
 		}
 		break;
 
@@ -315,10 +384,8 @@ static struct lws_protocols protocols[] = {
 static const struct lws_protocol_vhost_options pvo_default = { NULL, NULL, "default", "1" };
 static const struct lws_protocol_vhost_options pvo = { NULL, &pvo_default, "countdown.v1", "" };
 
-static lws_retry_bo_t idle_policy = {
-	.secs_since_valid_ping = 20,
-	.secs_since_valid_hangup = 30,
-};
+/* lws's own keepalive off: its per-connection timers cost O(n^2) per ping round. */
+static const lws_retry_bo_t idle_policy = { .secs_since_valid_ping = 0 };
 
 static void on_signal(int sig)
 {
@@ -332,15 +399,23 @@ int main(int argc, char **argv)
 {
 	struct lws_context_creation_info info;
 	const char *host = "127.0.0.1";
-	int port = 0, fd_limit = 0;
+	int port = 0, fd_limit = 0, use_libev = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--port") && i + 1 < argc)
 			port = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--ping-after") && i + 1 < argc)
-			idle_policy.secs_since_valid_ping = (uint16_t)atoi(argv[++i]);
+			ping_after_s = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--hangup-after") && i + 1 < argc)
-			idle_policy.secs_since_valid_hangup = (uint16_t)atoi(argv[++i]);
+			hangup_after_s = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--event-loop") && i + 1 < argc) {
+			const char *name = argv[++i];
+			if (strcmp(name, "libev") && strcmp(name, "poll")) {
+				fprintf(stderr, "floor: --event-loop is libev or poll\n");
+				return 2;
+			}
+			use_libev = !strcmp(name, "libev");
+		}
 		else if (!strcmp(argv[i], "--fd-limit") && i + 1 < argc)
 			fd_limit = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rx-buffer") && i + 1 < argc)
@@ -348,8 +423,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--host") && i + 1 < argc)
 			host = argv[++i];
 		else {
-			fprintf(stderr, "usage: floor [--host ADDRESS] [--port PORT] [--rx-buffer BYTES]\n"
-				"             [--ping-after S] [--hangup-after S] [--fd-limit N]\n");
+			fprintf(stderr, "usage: floor [--host ADDRESS] [--port PORT] [--event-loop libev|poll]\n"
+				"             [--rx-buffer BYTES] [--ping-after S] [--hangup-after S]\n"
+				"             [--fd-limit N]\n");
 			return 2;
 		}
 	}
@@ -365,7 +441,19 @@ int main(int argc, char **argv)
 	info.fd_limit_per_thread = (unsigned int)fd_limit;
 	info.options = LWS_SERVER_OPTION_VALIDATE_UTF8 |
 		       LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE |
-		       LWS_SERVER_OPTION_DISABLE_IPV6;
+		       LWS_SERVER_OPTION_DISABLE_IPV6 | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	/* A loop of our own, as countdown-server's, so SIGINT and SIGTERM stay ours. */
+	void *foreign[2] = { NULL, NULL };
+	if (use_libev) {
+		loop = ev_loop_new(EVFLAG_AUTO);
+		if (!loop) {
+			fprintf(stderr, "floor: ev_loop_new failed\n");
+			return 1;
+		}
+		foreign[0] = loop;
+		info.foreign_loops = foreign;
+		info.options |= LWS_SERVER_OPTION_LIBEV;
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_signal);
@@ -373,16 +461,26 @@ int main(int argc, char **argv)
 
 	context = lws_create_context(&info);
 	if (!context) {
-		fprintf(stderr, "floor: could not listen on %s:%d\n", host, port);
+		fprintf(stderr, "floor: could not create the context (%s)\n",
+			use_libev ? "libev plugin missing?" : "poll");
 		return 1;
 	}
-	struct lws_vhost *vh = lws_get_vhost_by_name(context, "default");
-	printf("floor listening on http://%s:%d/\n", host, vh ? lws_get_vhost_listen_port(vh) : port);
+	struct lws_vhost *vh = lws_create_vhost(context, &info);
+	if (!vh) {
+		fprintf(stderr, "floor: could not listen on %s:%d\n", host, port);
+		lws_context_destroy(context);
+		return 1;
+	}
+	printf("floor listening on http://%s:%d/\n", host, lws_get_vhost_listen_port(vh));
 	fflush(stdout);
+	if (ping_after_s > 0)
+		lws_sul_schedule(context, 0, &sweep_sul, sweep, LWS_US_PER_SEC);
 
 	while (!stop_flag)
 		if (lws_service(context, 0) < 0)
 			break;
 	lws_context_destroy(context);
+	if (loop)
+		ev_loop_destroy(loop);
 	return 0;
 }

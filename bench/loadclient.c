@@ -11,7 +11,9 @@
  *   1. connect (at most --max-pending handshakes in flight; 0 = all at once)
  *      and wait for every connection's snapshot. Prints to stderr
  *        @ready {"connected":..,"t_all_snapshots_ms":..}
- *      With --no-start it then prints its JSON report and exits.
+ *      With --no-start it then prints its JSON report and exits, or with
+ *      --hold as well keeps every connection open (answering the server's
+ *      pings) until SIGTERM/SIGINT.
  *   2. on SIGUSR1 ("go"): the first connection of each session this process
  *      holds sends {"op":"start","seconds":S}, session k after
  *      k * spread_ms / sessions ms. Every connection then measures --ticks
@@ -65,7 +67,7 @@ static unsigned long long hist[HBUCKETS];
 static struct lws_context *context;
 static struct conn *conns;
 static int n_conns, offset, per_session = 0, total = 0, seconds = 3600, n_ticks = 10;
-static int spread_ms = 0, max_pending = 1000, no_start = 0;
+static int spread_ms = 0, max_pending = 1000, no_start = 0, hold = 0;
 static int port = 0, deadline_extra_s = 15;
 static const char *host = "127.0.0.1", *prefix = "bench";
 static char (*paths)[96];
@@ -536,7 +538,7 @@ static void usage(void)
 		"usage: loadclient --port P [--host 127.0.0.1] [--viewers N] [--offset K]\n"
 		"  [--total T] [--per-session V] [--prefix NAME] [--seconds S] [--ticks M]\n"
 		"  [--spread-ms MS] [--src-first 2] [--src-last 9] [--max-pending 1000]\n"
-		"  [--no-start] [--deadline-extra S] [--lws-iface]\n");
+		"  [--no-start [--hold]] [--deadline-extra S] [--lws-iface]\n");
 	exit(2);
 }
 
@@ -550,6 +552,8 @@ int main(int argc, char **argv)
 #define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
 		if (!strcmp(a, "--no-start"))
 			no_start = 1;
+		else if (!strcmp(a, "--hold"))
+			hold = 1;
 		else if (!strcmp(a, "--lws-iface"))
 			use_lws_iface = 1;
 
@@ -617,7 +621,8 @@ int main(int argc, char **argv)
 			fflush(stderr);
 			if (no_start) {
 				report();
-				break;
+				if (!hold)
+					break;
 			}
 		}
 		if (go_flag && !going && ready_reported)

@@ -137,6 +137,10 @@ func countdownCallback(
   case LWS_CALLBACK_RECEIVE_PONG:
     if tag(user) > 0 { server(of: wsi).heard(tag(user) - 1) }
 
+  case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+    // Broadcast to every protocol; handled here, in ours, once per wake-up.
+    server(of: wsi).serviceWoken()
+
   case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
     // A 1-byte close payload is malformed (a status code takes two); lws would
     // echo it back. Drop the connection instead.

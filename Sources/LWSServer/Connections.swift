@@ -144,6 +144,7 @@ extension CountdownServer {
     openSockets -= 1
     let remaining = connectionsByPeer[peer, default: 1] - 1
     connectionsByPeer[peer] = remaining > 0 ? remaining : nil
+    socketReleased()
   }
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.

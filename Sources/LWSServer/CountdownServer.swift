@@ -9,9 +9,14 @@ import Observability
 /// The libwebsockets side of the server: one context, one service thread (the
 /// caller of `run`), one timer, and the mapping from hub connections to sockets.
 ///
-/// Every lws call happens on the thread inside `run`. The only entry from other
-/// threads (or a signal handler) is `requestStop`, which calls nothing but
-/// `lws_cancel_service`.
+/// Every lws call happens on the thread inside `run`. The entries from other
+/// threads are `serviceQueue` and, from a signal handler, `requestStop`; both
+/// call nothing but `lws_cancel_service`.
+///
+/// The loop is lws's poll() or a libev loop the server creates and lends to
+/// lws as a foreign loop (`ServerConfig.eventLoop`). Either way the loop is
+/// driven by lws and by two timers (`LoopTimer`), never by code "once per
+/// iteration": with libev, `lws_service` returns only when the loop is broken.
 public final class CountdownServer {
   public static let subprotocol = "countdown.v1"
 
@@ -59,19 +64,40 @@ public final class CountdownServer {
   public private(set) var metricsListenPort: Int?
   /// That listener's vhost, which serves no WebSocket.
   private(set) var metricsVhost: OpaquePointer?
+  /// Set when the loop should end: every socket closed, or the deadline passed.
+  private var finished = false
+
+  /// Work other threads hand to the service thread.
+  public let serviceQueue = ServiceQueue()
+  /// The loop `run` is running on; nil outside `run`. libev when it was asked
+  /// for and its plugin loaded; poll otherwise.
+  public private(set) var activeEventLoop: EventLoop?
+  /// Called on the service thread once the server listens, before any event
+  /// is serviced, with the libev loop (a `struct ev_loop *`) when running on
+  /// libev, nil on poll. Attach other descriptors and timers to that loop here
+  /// (hiredis: `redisLibevAttach`); they run on the service thread.
+  public var onLoopReady: ((_ libevLoop: OpaquePointer?) -> Void)?
+  /// Called on the service thread after the loop stopped for good, before the
+  /// libev loop is destroyed: stop whatever `onLoopReady` attached.
+  public var onLoopDone: (() -> Void)?
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
-  private let timer: UnsafeMutablePointer<cds_timer_t>
+  private lazy var timer = LoopTimer { [unowned self] in timerDidFire() }
   /// The keepalive sweep when no tick has woken the loop for a while, and the
   /// shutdown deadline.
-  private let housekeeping: UnsafeMutablePointer<cds_timer_t>
-  private var shutdownDeadlinePassed = false
-  private let drainTimer: UnsafeMutablePointer<cds_timer_t>
-  private var drainOver = false
+  private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
+  /// Ends a drain (`--drain-seconds`) and starts closing connections.
+  private lazy var drainTimer = LoopTimer { [unowned self] in beginStop() }
+  /// Keeps lws's own timeouts on time on libev (see the type).
+  private let libraryHeartbeat = LibraryHeartbeat()
+  /// The service-loop iteration metric on libev.
+  private lazy var loopClock = LoopClock { [unowned self] in recordLoopIteration(seconds: $0) }
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
   private var context: OpaquePointer?
+  /// The libev loop lent to lws, owned (created and destroyed) by the server.
+  private var libevLoop: OpaquePointer?
   /// C strings and structs the context points into; freed after it is destroyed.
   private var retained: [UnsafeMutableRawPointer] = []
 
@@ -80,20 +106,11 @@ public final class CountdownServer {
     self.hub = hub
     self.clock = clock
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
-    timer = .allocate(capacity: 1)
-    timer.initialize(to: cds_timer_t())
-    housekeeping = .allocate(capacity: 1)
-    housekeeping.initialize(to: cds_timer_t())
-    drainTimer = .allocate(capacity: 1)
-    drainTimer.initialize(to: cds_timer_t())
     metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
 
   deinit {
     scratch.deallocate()
-    timer.deallocate()
-    housekeeping.deallocate()
-    drainTimer.deallocate()
     for pointer in retained { free(pointer) }
   }
 
@@ -114,19 +131,44 @@ public final class CountdownServer {
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
     // lws 4.1 switches to a linear fd-to-wsi lookup that costs O(n) per event
     // (bench/PROFILE.md). Admission enforces --max-connections instead.
-    info.options = cds_option_validate_utf8() | cds_option_security_headers()
+    info.options =
+      cds_option_validate_utf8() | cds_option_security_headers() | cds_option_explicit_vhosts()
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
     info.user = Unmanaged.passUnretained(self).toOpaque()
 
-    guard let created = lws_create_context(&info) else {
-      throw .contextCreationFailed(host: config.host, port: config.port)
-    }
+    let created = try createContext(&info)
     context = created
+    finished = false
+    draining = false
+    stopping = false
     ActiveContext.install(created)
+    serviceQueue.open(created)
+    timer.attach(context: created, libevLoop: libevLoop)
+    housekeeping.attach(context: created, libevLoop: libevLoop)
+    drainTimer.attach(context: created, libevLoop: libevLoop)
+    if let libevLoop {
+      loopClock.start(on: libevLoop)
+      libraryHeartbeat.start(context: created)
+    }
     defer {
+      serviceQueue.close()
       ActiveContext.install(nil)
+      onLoopDone?()
+      timer.detach()
+      housekeeping.detach()
+      drainTimer.detach()
+      loopClock.stop()
+      libraryHeartbeat.stop()
+      timerDue = nil
       lws_context_destroy(created)
       context = nil
+      if let libevLoop { cds_ev_loop_destroy(libevLoop) }
+      libevLoop = nil
+      activeEventLoop = nil
+    }
+    // The listening socket: a failure here is the address, not the loop.
+    guard lws_create_vhost(created, &info) != nil else {
+      throw .contextCreationFailed(host: config.host, port: config.port)
     }
     if let port = config.metricsPort {
       metricsListenPort = try createMetricsListener(created, port: port)
@@ -134,57 +176,68 @@ public final class CountdownServer {
     let vhost = lws_get_vhost_by_name(created, "default")
     listening = true
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
+    onLoopReady?(libevLoop)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
 
-    while !ActiveContext.stopRequested {
+    // On poll, each lws_service is one wait; on libev, one ev_run that
+    // returns when `finish` breaks it.
+    while !finished {
       let code = serviceOnce(created)
       if code < 0 { throw .serviceFailed(code: code) }
     }
-    draining = true
-    let log = Logger.shared
-    if config.drainSeconds > 0 {
-      // Keep serving while a load balancer sees /readyz fail and moves traffic.
-      log.info(
-        "draining",
-        ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
-      drainTimer.pointee.user = Unmanaged.passUnretained(self).toOpaque()
-      lws_sul_schedule(
-        created, 0, &drainTimer.pointee.sul, drainFired,
-        lws_usec_t(config.drainSeconds) * 1_000_000)
-      while !drainOver && !ActiveContext.stopRequestedAgain {
-        if serviceOnce(created) < 0 { break }
+  }
+
+  /// The context on the loop the configuration asks for. When libev's plugin
+  /// cannot be loaded (lws then says why on stderr), the server warns and
+  /// falls back to poll rather than not serving at all.
+  private func createContext(
+    _ info: inout lws_context_creation_info
+  ) throws(LWSError) -> OpaquePointer {
+    if config.eventLoop == .libev {
+      if let loop = cds_ev_loop_new() {
+        var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop), nil]
+        let options = info.options
+        info.options |= cds_option_libev()
+        let created = loops.withUnsafeMutableBufferPointer { buffer in
+          info.foreign_loops = buffer.baseAddress
+          defer { info.foreign_loops = nil }
+          return lws_create_context(&info)
+        }
+        info.options = options
+        if let created {
+          libevLoop = loop
+          activeEventLoop = .libev
+          if getenv("CDS_DEBUG") != nil {
+            cds_log(
+              LLL_NOTICE,
+              "countdown-server: libev backend \(String(cString: cds_ev_backend_name(loop)))")
+          }
+          return created
+        }
+        cds_ev_loop_destroy(loop)
       }
-      lws_sul_cancel(&drainTimer.pointee.sul)
+      cds_log(
+        LLL_WARN,
+        "countdown-server: warning: the libev event loop is unavailable "
+          + "(libwebsockets-evlib_ev.so or libev missing?); running on poll(), "
+          + "which costs more per wake-up with many sessions")
     }
-    // Close every WebSocket with 1001 "going away", for at most 1.5 s.
-    log.info("closing_connections", ["connections": LogValue(openSockets)])
-    stopping = true
-    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
-    scheduleHousekeeping(afterMs: 1500)
-    while openSockets > 0 && !shutdownDeadlinePassed {
-      if serviceOnce(created) < 0 { break }
-    }
+    guard let created = lws_create_context(&info) else { throw .eventLoopFailed }
+    activeEventLoop = .poll
+    return created
   }
 
   /// One turn of the poll loop, timed by the thread's CPU clock so that the
   /// wait inside poll() does not count as work.
   private func serviceOnce(_ context: OpaquePointer) -> Int32 {
-    let started = threadCPUSeconds()
+    // On libev one lws_service is the whole run: its iterations are timed by
+    // watchers around each wait instead.
+    guard activeEventLoop == .poll else { return lws_service(context, 0) }
+    let started = LoopClock.threadCPUSeconds()
     let code = lws_service(context, 0)
-    recordLoopIteration(seconds: threadCPUSeconds() - started)
+    recordLoopIteration(seconds: LoopClock.threadCPUSeconds() - started)
     return code
-  }
-
-  private func threadCPUSeconds() -> Double {
-    var spec = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-  }
-
-  fileprivate func drainDidFire() {
-    drainOver = true
-    if let context { lws_cancel_service(context) }
   }
 
   // MARK: Readiness
@@ -238,17 +291,12 @@ public final class CountdownServer {
   }
 
   private func scheduleHousekeeping(afterMs delay: Int64) {
-    guard let context else { return }
-    housekeeping.pointee.user = Unmanaged.passUnretained(self).toOpaque()
-    lws_sul_schedule(
-      context, 0, &housekeeping.pointee.sul, housekeepingFired, lws_usec_t(delay * 1000))
+    housekeeping.schedule(afterMicroseconds: delay * 1000)
   }
 
-  fileprivate func housekeepingDidFire() {
+  private func housekeepingDidFire() {
     if stopping {
-      shutdownDeadlinePassed = true
-      // Otherwise lws_service sleeps on until its next timer, seconds away.
-      if let context { lws_cancel_service(context) }
+      finish()  // the shutdown deadline: sockets still open are dropped
       return
     }
     sweepIfDue(now: clock.nowMilliseconds(), force: true)
@@ -279,6 +327,57 @@ public final class CountdownServer {
   /// Asks the service loop to finish. Safe from a signal handler.
   public static func requestStop() {
     ActiveContext.requestStop()
+  }
+
+  /// The loop was woken through lws's event pipe, by `serviceQueue` or by
+  /// `requestStop`.
+  func serviceWoken() {
+    let work = serviceQueue.take()
+    for item in work { item() }
+    if !work.isEmpty { flush() }
+    if ActiveContext.stopRequested && !draining { beginDrain() }
+    if ActiveContext.stopRequestedAgain && !stopping { beginStop() }
+  }
+
+  /// SIGTERM or SIGINT: `/readyz` turns 503 at once. With `--drain-seconds`,
+  /// the server keeps serving that long, so a load balancer sees it and moves
+  /// traffic, before it closes every connection; a second signal cuts it short.
+  private func beginDrain() {
+    draining = true
+    guard config.drainSeconds > 0 else { return beginStop() }
+    Logger.shared.info(
+      "draining", ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
+    drainTimer.schedule(afterMicroseconds: Int64(config.drainSeconds) * 1_000_000)
+  }
+
+  /// Closes every WebSocket with 1001 "going away", for at most 1.5 s.
+  private func beginStop() {
+    guard !stopping else { return }
+    drainTimer.cancel()
+    Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
+    stopping = true
+    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
+    if openSockets == 0 {
+      finish()
+    } else {
+      scheduleHousekeeping(afterMs: 1500)
+    }
+  }
+
+  /// A socket closed: during a stop, the last one ends the loop.
+  func socketReleased() {
+    if stopping && openSockets == 0 { finish() }
+  }
+
+  private func finish() {
+    guard !finished else { return }
+    finished = true
+    if let libevLoop {
+      cds_ev_break(libevLoop)
+    } else if let context {
+      // Otherwise lws_service sleeps on until its next timer, seconds away.
+      lws_cancel_service(context)
+    }
   }
 
   // MARK: Called from the callbacks, on the service thread
@@ -320,16 +419,14 @@ public final class CountdownServer {
     let due = hub.nextWakeup
     guard due != timerDue else { return }
     timerDue = due
-    guard let due, let context else {
-      lws_sul_cancel(&timer.pointee.sul)
+    guard let due else {
+      timer.cancel()
       return
     }
-    let delayUs = max(0, due * 1000 - nowMicroseconds())
-    timer.pointee.user = Unmanaged.passUnretained(self).toOpaque()
-    lws_sul_schedule(context, 0, &timer.pointee.sul, timerFired, lws_usec_t(delayUs))
+    timer.schedule(afterMicroseconds: due * 1000 - nowMicroseconds())
   }
 
-  fileprivate func timerDidFire() {
+  private func timerDidFire() {
     timerDue = nil
     let now = clock.nowMilliseconds()
     hub.advance(now: now)
@@ -461,9 +558,15 @@ private enum ActiveContext {
   static var stopRequested: Bool { stopFlag != 0 }
   static var stopRequestedAgain: Bool { stopFlag > 1 }
 
+  /// A stop requested before the context existed is kept and acted on at
+  /// once; the flag clears when the context goes, for the next `run`.
   static func install(_ newContext: OpaquePointer?) {
     context = newContext
-    if newContext != nil { stopFlag = 0 }
+    if let newContext {
+      if stopRequested { lws_cancel_service(newContext) }
+    } else {
+      stopFlag = 0
+    }
   }
 
   static func requestStop() {
@@ -471,20 +574,4 @@ private enum ActiveContext {
     // lws_service sleeps in poll() until an event: wake it so it sees the flag.
     if let context { lws_cancel_service(context) }
   }
-}
-
-private func drainFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-  guard let sul, let user = cds_timer_user(sul) else { return }
-  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().drainDidFire()
-}
-
-private func housekeepingFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-  guard let sul, let user = cds_timer_user(sul) else { return }
-  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().housekeepingDidFire()
-}
-
-/// Recovers the server from the timer, whose callback gets only the sul.
-private func timerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-  guard let sul, let user = cds_timer_user(sul) else { return }
-  Unmanaged<CountdownServer>.fromOpaque(user).takeUnretainedValue().timerDidFire()
 }

@@ -51,6 +51,8 @@ public struct ServerConfig: Sendable {
   public static func isLoopback(_ host: String) -> Bool {
     host == "localhost" || host == "::1" || host == "lo" || host.hasPrefix("127.")
   }
+  /// What waits for socket events under libwebsockets.
+  public var eventLoop: EventLoop = .platformDefault
 
   public init() {}
 }
@@ -62,15 +64,36 @@ public enum MetricsExposure: String, Sendable, CaseIterable {
   case auto, main, off
 }
 
+/// The event loop libwebsockets runs on.
+public enum EventLoop: String, Sendable, CaseIterable {
+  /// lws's built-in poll(): every wake-up passes over every descriptor.
+  case poll
+  /// libev (epoll on Linux) through lws's event-library plugin: a wake-up
+  /// costs the descriptors that are ready, not all of them.
+  case libev
+
+  public static var platformDefault: EventLoop {
+    #if os(Linux)
+      .libev
+    #else
+      .poll
+    #endif
+  }
+}
+
 /// Failures of the C library, turned into Swift values in one place.
 public enum LWSError: Error, CustomStringConvertible, Sendable {
   case contextCreationFailed(host: String, port: Int)
+  /// libwebsockets could not set up even its poll() loop.
+  case eventLoopFailed
   case serviceFailed(code: Int32)
 
   public var description: String {
     switch self {
     case .contextCreationFailed(let host, let port):
       "could not listen on \(host):\(port) (address in use, or not an address of this machine?)"
+    case .eventLoopFailed:
+      "libwebsockets could not create its context (out of memory or descriptors?)"
     case .serviceFailed(let code):
       "the libwebsockets service loop failed with code \(code)"
     }

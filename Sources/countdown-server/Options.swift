@@ -280,6 +280,11 @@ extension Options {
       "--control", .options, \.hub.control,
       help: "Who may start and cancel: anyone (open, default), or\n"
         + "only holders of the session's controller key (key)."),
+    .choice(
+      "--event-loop", .options, \.server.eventLoop,
+      help: "What waits for socket events: libev (epoll; the\n"
+        + "default on Linux) or lws's poll(). Without the\nlibev plugin the server warns and uses poll."
+    ),
 
     .integer(
       "--max-connections", "N", .limits, 1...1_000_000, \.server.maxConnections,

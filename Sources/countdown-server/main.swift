@@ -1,6 +1,7 @@
 import CountdownCore
 import LWSServer
 import Observability
+import SQLiteStore
 
 #if canImport(Glibc)
   import Glibc
@@ -101,9 +102,66 @@ for stopSignal in [SIGINT, SIGTERM] {
 
 raiseOpenFileLimit(toServe: options.server.maxConnections)
 
-let hub = Hub(config: options.hub)
+// Storage: every session's durable facts are loaded, and the deadline heap
+// rebuilt, before the listener opens.
+let store: SQLiteStore?
+var stored: (epoch: String?, sessions: [StoredSession]) = (nil, [])
+if options.dataPath == SQLiteStore.inMemory {
+  store = nil
+  log.warn(
+    "storage_off",
+    ["msg": LogValue("--data :memory:: sessions are kept in memory only and a restart loses them")])
+} else {
+  do {
+    let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
+    stored = try opened.load()
+    if stored.epoch == nil {
+      stored.epoch = Hub.randomEpoch()
+      try opened.saveEpoch(stored.epoch!)
+    }
+    store = opened
+  } catch {
+    log.error("storage_refused", ["error": LogValue(error.description)])
+    log.flush()
+    fail("\(error.description)")
+  }
+}
+
+let hub = Hub(
+  config: options.hub, epoch: stored.epoch ?? Hub.randomEpoch(),
+  sequencer: LocalSequencer(store: store))
 hub.observer = SessionEventLog(logger: log)
+hub.restore(stored.sessions, now: SystemClock().nowMilliseconds())
+if let store {
+  log.info(
+    "storage_loaded",
+    [
+      "path": LogValue(store.path), "sync": LogValue(store.sync.rawValue),
+      "sessions": LogValue(stored.sessions.count),
+    ])
+}
+stored.sessions = []
 let server = CountdownServer(config: options.server, hub: hub)
+// The writer thread's results reach the hub on the service thread, which is
+// this (the main) thread: `run` below is called from here.
+store?.onCompleted = { [queue = server.serviceQueue] completions in
+  queue.post {
+    MainActor.assumeIsolated {
+      let now = SystemClock().nowMilliseconds()
+      for completion in completions {
+        if case .unavailable(let message) = completion.outcome {
+          log.warn(
+            "command_not_stored",
+            ["session": LogValue(completion.session), "error": LogValue(message)])
+        }
+        hub.complete(completion.ticket, completion.outcome, now: now)
+      }
+    }
+  }
+}
+if let store {
+  server.metrics.register { collectStoreStats(store.stats, into: &$0) }
+}
 let processMetrics = ProcessMetrics()
 server.metrics.register { collectHubStats(hub, into: &$0) }
 server.metrics.register { processMetrics.collect(into: &$0) }
@@ -143,6 +201,9 @@ do {
   log.flush()
   exit(1)
 }
+// Everything acknowledged is committed already; this commits what is still
+// queued (creations, deletions) and checkpoints the file.
+store?.close()
 log.info("stopped")
 log.flush()
 exit(0)

@@ -233,46 +233,105 @@ def test_third_window_joins_mid_run(server, pool, session_id):
 
 
 # 3 ---------------------------------------------------------------------------------------
-def test_server_restart_mid_run(browser_tools, session_id, request, artifacts_dir):
-    """The server is stopped mid-run and later started again on the same port. Proves
-    that the page says "reconnecting" and greys the stale countdown within 2 s, that it
-    reconnects on its own with since=<seq>, and that it then shows the truth: the new
-    server's epoch and idle session, never the countdown the old server had."""
+def outage(driver, srv, test, artifacts_dir) -> None:
+    """Stops `srv` (SIGTERM) and checks that the page says "reconnecting" and greys the
+    stale countdown within 2 s."""
+    stopped = time.monotonic()
+    assert srv.terminate() == 0, "the server must exit 0 on SIGTERM"
+    pk.wait(driver, 2, lambda d: (lambda r: r["conn"] == "state-reconnecting"
+                                  and "reconnecting" in r["status"].lower())(pk.read(d)),
+            "the reconnecting state within 2 s", poll=0.02)
+    assert time.monotonic() - stopped <= 2.0
+    # Greyed out, not frozen on a number that looks live (0.3 s CSS transition).
+    pk.wait(driver, 2, lambda d: float(d.execute_script(
+        "return getComputedStyle(document.querySelector('.board')).opacity")) < 0.6,
+        "the stale state to be greyed out")
+    assert "grayscale" in driver.execute_script(
+        "return getComputedStyle(document.querySelector('.board')).filter")
+    pk.wait(driver, 2, lambda d: d.execute_script(
+        "return getComputedStyle(document.querySelector('.board')).opacity") == "0.45", "the fade")
+    driver.save_screenshot(str(artifacts_dir / "reconnecting-desktop.png"))
+
+
+def clean_up_restart(driver, test, srv, srv2, obs2) -> None:
+    try:
+        pk.drain_console(driver, test)
+    finally:
+        driver.quit()
+        if obs2 is not None:
+            obs2.close()
+        if srv2 is not None:
+            srv2.stop_and_check()
+        elif srv.alive():
+            srv.kill()
+
+
+def start_run(driver, srv, session_id, test, seconds: int = 30) -> str:
+    pk.open_page(driver, srv, session_id)
+    epoch = pk.read(driver)["epoch"]
+    assert len(epoch) == 16, f"the page did not record the server's epoch: {epoch!r}"
+    pk.set_seconds(driver, seconds)
+    pk.press_start(driver)
+    pk.wait(driver, 2, lambda d: pk.read(d)["label"].isdigit() and pk.read(d)["busy"] == "true",
+            "the run to show on the page")
+    pk.drain_console(driver, test)  # nothing may be wrong before the outage
+    return epoch
+
+
+def test_server_restart_mid_run_keeps_the_countdown(browser_tools, session_id, request, artifacts_dir, tmp_path):
+    """The server is stopped mid-run and started again on the same port and database.
+    Proves that the page says "reconnecting" within 2 s, reconnects on its own with
+    since=<seq>, and then carries on with the same countdown: the same epoch and endsAt,
+    still counting, and no "server restarted" reset."""
     test = request.node.nodeid
+    data = str(tmp_path / "countdown.db")
     driver = pk.make_driver(browser_tools, performance_log=True)
-    srv = start_server()
+    srv = start_server("--data", data)
     port = srv.port
     srv2 = None
     obs2 = None
     try:
-        pk.open_page(driver, srv, session_id)
-        old_epoch = pk.read(driver)["epoch"]
-        assert len(old_epoch) == 16, f"the page did not record the server's epoch: {old_epoch!r}"
-        pk.set_seconds(driver, 30)
-        pk.press_start(driver)
-        pk.wait(driver, 2, lambda d: pk.read(d)["label"].isdigit() and pk.read(d)["busy"] == "true",
-                "the run to show on the page")
-        pk.drain_console(driver, test)  # nothing may be wrong before the outage
-
-        stopped = time.monotonic()
-        assert srv.terminate() == 0, "the server must exit 0 on SIGTERM"
-        pk.wait(driver, 2, lambda d: (lambda r: r["conn"] == "state-reconnecting"
-                                      and "reconnecting" in r["status"].lower())(pk.read(d)),
-                "the reconnecting state within 2 s", poll=0.02)
-        assert time.monotonic() - stopped <= 2.0
-        # Greyed out, not frozen on a number that looks live (0.3 s CSS transition).
-        pk.wait(driver, 2, lambda d: float(d.execute_script(
-            "return getComputedStyle(document.querySelector('.board')).opacity")) < 0.6,
-            "the stale state to be greyed out")
-        assert "grayscale" in driver.execute_script(
-            "return getComputedStyle(document.querySelector('.board')).filter")
-        pk.wait(driver, 2, lambda d: d.execute_script(
-            "return getComputedStyle(document.querySelector('.board')).opacity") == "0.45", "the fade")
-        driver.save_screenshot(str(artifacts_dir / "reconnecting-desktop.png"))
-
-        # The same port, a new process: a new epoch, and the session is gone (idle).
-        srv2 = ServerProcess(["--port", str(port), "--public", str(PUBLIC_DIR)]).start()
+        old_epoch = start_run(driver, srv, session_id, test)
+        outage(driver, srv, test, artifacts_dir)
+        srv2 = ServerProcess(["--port", str(port), "--public", str(PUBLIC_DIR), "--data", data]).start()
         assert srv2.port == port
+        obs2 = pk.Observer(srv2.ws_url(session_id))
+        assert obs2.epoch == old_epoch, (obs2.epoch, old_epoch)
+        ends_at = obs2.state["endsAt"]
+        assert ends_at is not None, obs2.state
+
+        def carries_on(d):
+            r = pk.read(d)
+            return r["conn"] == "state-live" and r["epoch"] == old_epoch and r["label"].isdigit() \
+                and r["busy"] == "true"
+
+        pk.wait(driver, 15, carries_on, "the page to carry on with the same countdown", poll=0.05)
+        shown = int(pk.read(driver)["label"])
+        left = (ends_at - time.time() * 1000) / 1000
+        assert abs(shown - left) <= 1.5, (shown, left)
+        assert "restarted" not in pk.read(driver)["status"], pk.read(driver)
+        # Chromium logs each failed attempt while the server was down; those alone are expected.
+        pk.drain_console(driver, test, outage=True)
+        urls = ws_urls(driver)
+        assert urls and "since=" not in urls[0], urls  # the first connection has nothing to resume
+        assert any("since=" in u for u in urls[1:]), f"no reconnect passed since=<seq>: {urls}"
+    finally:
+        clean_up_restart(driver, test, srv, srv2, obs2)
+
+
+def test_server_restart_without_storage_shows_the_truth(browser_tools, session_id, request, artifacts_dir):
+    """With --data :memory:, a restart is a new history: the page sees the new epoch, drops
+    the countdown it showed, shows the idle session and says the server restarted."""
+    test = request.node.nodeid
+    driver = pk.make_driver(browser_tools, performance_log=True)
+    srv = start_server("--data", ":memory:")
+    port = srv.port
+    srv2 = None
+    obs2 = None
+    try:
+        old_epoch = start_run(driver, srv, session_id, test)
+        outage(driver, srv, test, artifacts_dir)
+        srv2 = ServerProcess(["--port", str(port), "--public", str(PUBLIC_DIR), "--data", ":memory:"]).start()
         obs2 = pk.Observer(srv2.ws_url(session_id))
         assert obs2.epoch and obs2.epoch != old_epoch, (obs2.epoch, old_epoch)
 
@@ -287,23 +346,9 @@ def test_server_restart_mid_run(browser_tools, session_id, request, artifacts_di
 
         pk.wait(driver, 15, shows_truth, "the page to show the restarted server's truth", poll=0.05)
         assert "restarted" in pk.read(driver)["status"], pk.read(driver)
-        # Chromium logs each failed attempt while the server was down; those alone are expected.
         pk.drain_console(driver, test, outage=True)
-
-        urls = ws_urls(driver)
-        assert urls and "since=" not in urls[0], urls  # the first connection has nothing to resume
-        assert any("since=" in u for u in urls[1:]), f"no reconnect passed since=<seq>: {urls}"
     finally:
-        try:
-            pk.drain_console(driver, test)
-        finally:
-            driver.quit()
-            if obs2:
-                obs2.close()
-            if srv2:
-                srv2.stop_and_check()
-            elif srv.alive():
-                srv.kill()
+        clean_up_restart(driver, test, srv, srv2, obs2)
 
 
 def ws_urls(driver) -> list[str]:

@@ -39,10 +39,12 @@ def server_binary() -> Path:
 class ServerProcess:
     """A running countdown-server child process."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, binary: Path | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, binary: Path | None = None,
+                 prefix: list[str] | None = None):
         self.args = args
         self.env = env
         self.binary = binary
+        self.prefix = prefix or []
         self.stderr_file = tempfile.TemporaryFile()
         self.proc: subprocess.Popen | None = None
         self.host = ""
@@ -59,7 +61,7 @@ class ServerProcess:
                 "(run `swift build` or set COUNTDOWN_SERVER_BIN)"
             )
         self.proc = subprocess.Popen(
-            [str(binary), *self.args],
+            [*self.prefix, str(binary), *self.args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
@@ -172,7 +174,12 @@ class ServerProcess:
         return f"ws://{self.host}:{self.port}/ws/{session}"
 
 
-def start_server(*extra: str, public: Path | str = PUBLIC_DIR, env: dict[str, str] | None = None) -> ServerProcess:
-    """`env` is added to this process's environment (COUNTDOWN_* variables)."""
-    args = ["--port", "0", "--public", str(public), *extra]
-    return ServerProcess(args, env).start()
+def start_server(*extra: str, public: Path | str = PUBLIC_DIR, env: dict[str, str] | None = None,
+                 prefix: list[str] | None = None) -> ServerProcess:
+    """`env` is added to this process's environment (COUNTDOWN_* variables); `prefix` runs
+    the server through another command (for example `unshare`)."""
+    args = ["--port", "0", "--public", str(public)]
+    if "--data" not in extra and not (env and "COUNTDOWN_DATA" in env):
+        # Each server its own database, so no test restores another's sessions.
+        args += ["--data", str(Path(tempfile.mkdtemp(prefix="countdown-test-")) / "countdown.db")]
+    return ServerProcess([*args, *extra], env, prefix=prefix).start()

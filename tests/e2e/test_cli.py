@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,8 @@ def test_help_exits_0_and_explains_every_flag():
         ["--port"],
         ["--public"],
         ["extra-positional"],
+        ["--event-loop", "epoll"],
+        ["--event-loop"],
     ],
     ids=lambda a: " ".join(a) or "none",
 )
@@ -77,12 +80,14 @@ def test_host_flag_and_port_0():
         srv.stop_and_check()
 
 
+@pytest.mark.parametrize("loop", ["libev", "poll"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @run_async
-async def test_signal_exits_0_promptly_with_live_connections(sig):
+async def test_signal_exits_0_promptly_with_live_connections(sig, loop):
     """With open WebSocket connections and a countdown running, SIGTERM / SIGINT make the
-    server exit with code 0 within 3 s, and the clients see their connection close."""
-    srv = start_server()
+    server exit with code 0 within 3 s, on either event loop, and every client sees its
+    connection closed with 1001 "going away"."""
+    srv = start_server("--event-loop", loop)
     try:
         a = await Client.connect(srv.ws_url("t" + uuid.uuid4().hex))
         b = await Client.connect(srv.ws_url("t" + uuid.uuid4().hex))
@@ -93,8 +98,40 @@ async def test_signal_exits_0_promptly_with_live_connections(sig):
         assert rc == 0, f"exit code {rc} after {sig!r}\nstderr:\n{srv.stderr()}"
         assert elapsed < 3.0
         for cl in (a, b):
-            with pytest.raises(ConnectionClosed):
+            with pytest.raises(ConnectionClosed) as closed:
                 while True:
                     await cl.recv(5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001, closed.value
     finally:
         srv.kill()
+
+
+PLUGIN = Path("/usr/lib/x86_64-linux-gnu/libwebsockets-evlib_ev.so")
+
+
+def hide_plugin_prefix() -> list[str]:
+    """A command prefix that runs the server with lws's libev plugin replaced by an empty
+    file, in a private mount namespace; skips when this machine cannot do that."""
+    if not PLUGIN.exists():
+        pytest.skip(f"no {PLUGIN} on this machine")
+    script = f"mount --bind /dev/null {PLUGIN} && exec \"$@\""
+    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot hide the plugin here: {probe.stderr.decode().strip()}")
+    return prefix
+
+
+@run_async
+async def test_without_the_libev_plugin_it_warns_and_serves_on_poll():
+    """When lws cannot load its libev plugin, the server says so on stderr, falls back
+    to poll and still runs countdowns, then stops cleanly."""
+    srv = start_server(prefix=hide_plugin_prefix())
+    try:
+        assert "libev event loop is unavailable" in srv.stderr(), srv.stderr()
+        a = await Client.connect(srv.ws_url("t" + uuid.uuid4().hex))
+        await a.command({"op": "start", "seconds": 1})
+        await a.wait_phase("finished", timeout=5)
+        await a.close()
+    finally:
+        srv.stop_and_check()

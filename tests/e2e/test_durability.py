@@ -45,8 +45,11 @@ def restart(srv, data: Path, *extra: str):
 
 
 def rows(data: Path) -> int:
-    with sqlite3.connect(f"file:{data}?mode=ro", uri=True) as db:
+    db = sqlite3.connect(f"file:{data}?mode=ro", uri=True)
+    try:
         return db.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    finally:
+        db.close()
 
 
 @run_async
@@ -201,9 +204,11 @@ def test_garbage_file_exits_2_unchanged(data_dir):
 def test_newer_schema_exits_2_unchanged(data_dir):
     """A database from a newer server (higher user_version): exit 2, the file unchanged."""
     data = data_dir / "newer.db"
-    with sqlite3.connect(data) as db:
-        db.execute("PRAGMA user_version = 999")
-        db.execute("CREATE TABLE future (x)")
+    db = sqlite3.connect(data)
+    db.execute("PRAGMA user_version = 999")
+    db.execute("CREATE TABLE future (x)")
+    db.commit()
+    db.close()
     before = data.read_bytes()
     r = run_binary("--data", str(data))
     assert r.returncode == 2, r
@@ -227,8 +232,9 @@ def test_read_only_path_exits_2(data_dir):
     mnt.mkdir()
     mount_tmpfs(mnt, "size=4m")
     try:
-        with sqlite3.connect(mnt / "countdown.db") as db:
-            db.execute("PRAGMA user_version = 1")
+        db = sqlite3.connect(mnt / "countdown.db")
+        db.execute("PRAGMA user_version = 1")
+        db.close()  # an open file keeps the mount from going read-only
         before = (mnt / "countdown.db").read_bytes()
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
         for target in (mnt / "countdown.db", mnt / "new.db"):

@@ -422,7 +422,9 @@ async def warm_up(srv) -> None:
 @pytest.fixture(scope="module")
 def hammered():
     """The server every suitable test hammers (default flags but the command rate)."""
-    srv = start_server("--max-commands-per-second", str(HAMMERED_RATE))
+    # In memory: one session's commands are stored one after another, so a single
+    # session pumped at 400 commands a second would measure the disk, not fan-out.
+    srv = start_server("--max-commands-per-second", str(HAMMERED_RATE), "--data", ":memory:")
     asyncio.run(warm_up(srv))
     srv.rss_before_suite = settled_rss(srv.proc.pid)
     yield srv
