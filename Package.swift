@@ -43,7 +43,7 @@ let package = Package(
       exclude: ["countdown.lua"]),
     .executableTarget(
       name: "countdown-server",
-      dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore"]),
+      dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),

@@ -6,11 +6,11 @@ import CHiredis
 
 // The one file where hiredis and libev are touched: raw pointers, Unmanaged
 // and the @convention(c) callbacks end here. Everything above sees handles
-// (`EventLoop`, `LoopTimer`, `HiredisContext`, `BlockingRedis`) and
+// (`LibevLoop`, `LoopTimer`, `HiredisContext`, `BlockingRedis`) and
 // `RedisReply` values.
 
 /// A libev loop: the server's (borrowed), or one of our own (tests, a thread).
-public final class EventLoop: @unchecked Sendable {
+public final class LibevLoop: @unchecked Sendable {
   let raw: OpaquePointer
   private let owned: Bool
 
@@ -41,11 +41,11 @@ public final class EventLoop: @unchecked Sendable {
 
 /// A one-shot timer on a loop; `schedule` re-arms it.
 final class LoopTimer {
-  private let loop: EventLoop
+  private let loop: LibevLoop
   private let timer: UnsafeMutablePointer<cdh_timer_t>
   private let fire: () -> Void
 
-  init(loop: EventLoop, fire: @escaping () -> Void) {
+  init(loop: LibevLoop, fire: @escaping () -> Void) {
     self.loop = loop
     self.fire = fire
     timer = .allocate(capacity: 1)
@@ -90,7 +90,7 @@ final class HiredisContext {
 
   /// Starts a non-blocking connect; `owner` must outlive the context.
   init(
-    connecting address: RedisAddress, loop: EventLoop, owner: any HiredisContextOwner
+    connecting address: RedisAddress, loop: LibevLoop, owner: any HiredisContextOwner
   ) throws(RedisError) {
     let context: UnsafeMutablePointer<redisAsyncContext>?
     switch address.endpoint {

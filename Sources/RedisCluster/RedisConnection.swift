@@ -16,7 +16,7 @@ final class RedisConnection: HiredisContextOwner {
 
   let name: String
   let address: RedisAddress
-  let loop: EventLoop
+  let loop: LibevLoop
   let timeoutMs: Int64
   var onUp: (() -> Void)?
   var onDown: ((RedisError) -> Void)?
@@ -42,7 +42,7 @@ final class RedisConnection: HiredisContextOwner {
   static let firstBackoffMs: Int64 = 100
   static let longestBackoffMs: Int64 = 2000
 
-  init(name: String, address: RedisAddress, loop: EventLoop, timeoutMs: Int64) {
+  init(name: String, address: RedisAddress, loop: LibevLoop, timeoutMs: Int64) {
     self.name = name
     self.address = address
     self.loop = loop

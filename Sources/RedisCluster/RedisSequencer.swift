@@ -67,8 +67,10 @@ public final class RedisSequencer: CommandSequencer {
   private let channel: String
   private let deliver: (@escaping () -> Void) -> Void
   private let clock: any WallClock
-  private let commands: RedisConnection
-  private let subscriber: RedisConnection
+  // A subscribed hiredis connection can send nothing else: two connections,
+  // made by `start` on the loop it is given.
+  private var commands: RedisConnection!
+  private var subscriber: RedisConnection!
   private let log = Logger.shared
 
   private struct OpenSession {
@@ -83,28 +85,16 @@ public final class RedisSequencer: CommandSequencer {
   private var position: Int64 = 0
   /// The position Redis had at the last check.
   private var checkedPosition: Int64?
-  private lazy var checkTimer = LoopTimer(loop: commands.loop) { [unowned self] in check() }
+  private var checkTimer: LoopTimer?
 
   public init(
-    settings: Settings, loop: EventLoop, clock: any WallClock = SystemClock(),
+    settings: Settings, clock: any WallClock = SystemClock(),
     deliver: @escaping (@escaping () -> Void) -> Void
   ) {
     self.settings = settings
     self.channel = Self.channel(settings.address)
     self.clock = clock
     self.deliver = deliver
-    // A subscribed hiredis connection can send nothing else: two connections.
-    commands = RedisConnection(
-      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
-    subscriber = RedisConnection(
-      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
-    commands.onUp = { [unowned self] in commandsUp() }
-    subscriber.onUp = { [unowned self] in subscriberUp() }
-    commands.onDown = { [unowned self] in down("commands", $0) }
-    subscriber.onDown = { [unowned self] in
-      subscribed = false
-      down("subscriber", $0)
-    }
   }
 
   /// Loads the function library and agrees on the cluster epoch: blocking,
@@ -123,21 +113,38 @@ public final class RedisSequencer: CommandSequencer {
     return epoch
   }
 
-  /// Connects both connections; they keep reconnecting until `stop`.
-  public func start() {
+  /// Connects both connections on `loop`, whose thread must be the hub's
+  /// (or `deliver` must take results there); they keep reconnecting until
+  /// `stop`.
+  public func start(on loop: LibevLoop) {
+    commands = RedisConnection(
+      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+    subscriber = RedisConnection(
+      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+    commands.onUp = { [unowned self] in commandsUp() }
+    subscriber.onUp = { [unowned self] in subscriberUp() }
+    commands.onDown = { [unowned self] in down("commands", $0) }
+    subscriber.onDown = { [unowned self] in
+      subscribed = false
+      down("subscriber", $0)
+    }
     commands.start()
     subscriber.start()
-    checkTimer.schedule(afterMs: settings.checkIntervalMs)
+    checkTimer = LoopTimer(loop: loop) { [unowned self] in check() }
+    checkTimer?.schedule(afterMs: settings.checkIntervalMs)
   }
 
+  /// Closes both connections; call on the loop's thread before it goes.
   public func stop() {
-    checkTimer.cancel()
-    subscriber.stop()
-    commands.stop()
+    checkTimer = nil
+    subscriber?.stop()
+    commands?.stop()
+    subscriber = nil
+    commands = nil
   }
 
   /// Both connections are up and the subscription confirmed: commands can be ordered.
-  public var isConnected: Bool { commands.isUp && subscribed }
+  public var isConnected: Bool { commands?.isUp == true && subscribed }
 
   // MARK: CommandSequencer
 
@@ -340,7 +347,7 @@ public final class RedisSequencer: CommandSequencer {
   /// Pub/Sub drops messages silently (a slow subscriber, a brief partition):
   /// a position Redis had one check ago that never arrived means a lost one.
   private func check() {
-    checkTimer.schedule(afterMs: settings.checkIntervalMs)
+    checkTimer?.schedule(afterMs: settings.checkIntervalMs)
     guard isConnected else {
       checkedPosition = nil
       return

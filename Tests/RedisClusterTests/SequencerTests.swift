@@ -8,7 +8,7 @@ import Testing
 /// real redis-server.
 @Suite(.serialized) struct SequencerTests {
   let redis: RedisProcess
-  let loop = EventLoop()
+  let loop = LibevLoop()
   let epoch: String
 
   init() throws {

@@ -146,18 +146,18 @@ final class Instance {
   let sequencer: RedisSequencer
 
   init(
-    _ redis: RedisProcess, loop: EventLoop, epoch: String, control: ControlMode = .open,
+    _ redis: RedisProcess, loop: LibevLoop, epoch: String, control: ControlMode = .open,
     timeoutMs: Int64 = 2000
   ) {
     var settings = RedisSequencer.Settings(address: redis.address, epoch: epoch)
     settings.timeoutMs = timeoutMs
     // On one thread the hub can be called at once; the server posts instead.
-    sequencer = RedisSequencer(settings: settings, loop: loop) { $0() }
+    sequencer = RedisSequencer(settings: settings) { $0() }
     var config = HubConfig()
     config.control = control
     hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
     sequencer.hub = hub
-    sequencer.start()
+    sequencer.start(on: loop)
   }
 
   deinit { sequencer.stop() }
@@ -165,7 +165,7 @@ final class Instance {
 
 /// Runs the loop until `done`, failing the test after `seconds`.
 func waitFor(
-  _ loop: EventLoop, seconds: Int64 = 10, _ what: String,
+  _ loop: LibevLoop, seconds: Int64 = 10, _ what: String,
   sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool
 ) {
   if !loop.run(timeoutMs: seconds * 1000, until: done) {
