@@ -81,6 +81,11 @@ public final class RedisSequencer: CommandSequencer {
 
   private var open: [String: OpenSession] = [:]
   private var subscribed = false
+  /// A reply has come back on the commands connection since it (re)connected:
+  /// a TCP connection alone proves nothing through a proxy that stopped forwarding.
+  private var answering = false
+  /// Redis's clock minus ours (ms), measured with TIME at each connect.
+  private var redisClockOffsetMs: Int64 = 0
   /// The highest position seen on the channel (or read) since subscribing.
   private var position: Int64 = 0
   /// The position Redis had at the last check.
@@ -123,7 +128,10 @@ public final class RedisSequencer: CommandSequencer {
       name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
     commands.onUp = { [unowned self] in commandsUp() }
     subscriber.onUp = { [unowned self] in subscriberUp() }
-    commands.onDown = { [unowned self] in down("commands", $0) }
+    commands.onDown = { [unowned self] in
+      answering = false
+      down("commands", $0)
+    }
     subscriber.onDown = { [unowned self] in
       subscribed = false
       down("subscriber", $0)
@@ -144,7 +152,7 @@ public final class RedisSequencer: CommandSequencer {
   }
 
   /// Both connections are up and the subscription confirmed: commands can be ordered.
-  public var isConnected: Bool { commands?.isUp == true && subscribed }
+  public var isConnected: Bool { commands?.isUp == true && answering && subscribed }
 
   // MARK: CommandSequencer
 
@@ -158,7 +166,7 @@ public final class RedisSequencer: CommandSequencer {
       [
         "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
-      ] + RecordMessage.arguments(of: request.current)
+      ] + RecordMessage.arguments(of: request.current) + [String(redisDeadline())]
     let ticket = request.ticket
     let session = request.session
     let sent = commands.send(arguments) { [weak self] result in
@@ -203,6 +211,8 @@ public final class RedisSequencer: CommandSequencer {
         }
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
+      case ("expired", 1):
+        outcome = .unavailable(Self.unreachable)
       case ("epoch", 2):
         outcome = .unavailable(Self.unreachable)
         epochConflict(parts[1])
@@ -309,14 +319,26 @@ public final class RedisSequencer: CommandSequencer {
         self?.log.error("redis_function_load_failed", ["error": LogValue(error.description)])
       }
     }
+    let asked = clock.nowMilliseconds()
+    commands.send(["TIME"]) { [weak self] result in
+      guard let self, case .success(let reply) = result, let parts = reply.elements,
+        parts.count == 2, let seconds = Int64(parts[0].text ?? ""),
+        let micros = Int64(parts[1].text ?? "")
+      else { return }
+      // Redis read its clock about halfway through the round trip.
+      let answered = clock.nowMilliseconds()
+      redisClockOffsetMs = seconds * 1000 + micros / 1000 - (asked + answered) / 2
+    }
     commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
     commands.send(["GET", Self.epochKey]) { [weak self] result in
-      guard let self, case .success(let reply) = result, let epoch = reply.text,
-        epoch != settings.epoch
-      else { return }
-      epochConflict(epoch)
+      guard let self, case .success(let reply) = result else { return }
+      if let epoch = reply.text, epoch != settings.epoch {
+        epochConflict(epoch)
+        return
+      }
+      answering = true
+      reconcile()
     }
-    reconcile()
   }
 
   private func subscriberUp() {
@@ -353,6 +375,9 @@ public final class RedisSequencer: CommandSequencer {
       return
     }
     if let checkedPosition, position < checkedPosition { reconcile() }
+    // A subscribed connection hears nothing when nothing changes: a PING
+    // (allowed while subscribed) runs into the timeout if it is cut off.
+    subscriber.send(["PING"]) { _ in }
     commands.send(["GET", Self.positionKey]) { [weak self] result in
       guard case .success(let reply) = result else { return }
       self?.checkedPosition = Int64(reply.text ?? "0") ?? 0
@@ -364,6 +389,13 @@ public final class RedisSequencer: CommandSequencer {
       "cluster_epoch_changed",
       ["ours": LogValue(settings.epoch), "cluster": LogValue(clusterEpoch)])
     onEpochConflict?(clusterEpoch)
+  }
+
+  /// The Redis time after which a command must not be applied: half the
+  /// timeout on, so that the offset's error (within a round trip) cannot
+  /// let Redis apply a command after this instance answered unavailable.
+  private func redisDeadline() -> Int64 {
+    clock.nowMilliseconds() + redisClockOffsetMs + settings.timeoutMs / 2
   }
 
   /// A command's op and arguments as `countdown_command` takes them.

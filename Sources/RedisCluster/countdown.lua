@@ -168,13 +168,17 @@ end
 
 -- ARGV: epoch, channel, session, op, a, b, finished label ('' for none),
 -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
--- label): the base when Redis has lost the session's hash.
--- Returns {'ok', line} | {'rejected', code} | {'epoch', current}.
+-- label): the base when Redis has lost the session's hash; last, optional,
+-- the latest Redis time (ms) at which the caller still waits for the answer.
+-- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
 local function command(keys, args)
   local epoch, channel, session, op = args[1], args[2], args[3], args[4]
+  local at = now_ms()
+  -- A call that arrives after its caller gave up (a link that stalled and
+  -- then delivered) must change nothing: the caller answered unavailable.
+  if args[14] and args[14] ~= '' and at > tonumber(args[14]) then return {'expired'} end
   local other = check_epoch(keys[2], epoch)
   if other then return {'epoch', other} end
-  local at = now_ms()
   local r = read(keys[1])
   if not r or not r.stored then
     r = {

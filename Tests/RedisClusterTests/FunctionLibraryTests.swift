@@ -115,4 +115,23 @@ import Testing
     #expect(answers[1] == "rejected busy")
     #expect(try client.command(["HGET", "countdown:s:x", "revision"]).text == "1")
   }
+
+  /// A call that reaches Redis after its caller's deadline changes nothing.
+  @Test func lateCallIsExpired() throws {
+    let redis = try RedisProcess()
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    func start(deadline: Int64) throws -> String {
+      let reply = try client.command(
+        [
+          "FCALL", "countdown_command", "3", "countdown:s:late", "countdown:epoch",
+          "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
+        ] + RecordMessage.arguments(of: SessionRecord()) + [String(deadline)])
+      return reply.elements?.first?.text ?? ""
+    }
+    #expect(try start(deadline: now() - 1000) == "expired")
+    #expect(try client.command(["EXISTS", "countdown:s:late"]) == .integer(0))
+    #expect(try client.command(["GET", "countdown:pos"]) == .null)
+    #expect(try start(deadline: now() + 1000) == "ok")
+  }
 }

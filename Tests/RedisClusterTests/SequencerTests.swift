@@ -165,4 +165,31 @@ import Testing
     }
     #expect(other.messages.first?["role"] as? String == "controller")
   }
+
+  /// The periodic check (the channel's position, a PING on the subscribed
+  /// connection) keeps a healthy link up, and finds a change whose message
+  /// never arrived.
+  @Test func periodicCheckFindsALostMessage() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch, timeoutMs: 300, checkIntervalMs: 50)
+    connected(a)
+    var va = Viewer(a.hub, "s")
+    waitFor(loop, "the snapshot") {
+      va.read(a.hub)
+      return va.hasSnapshot
+    }
+    // A change made behind the channel's back: written and counted, never published.
+    let client = try redis.blocking()
+    let ends = now() + 90_000
+    try client.command([
+      "HSET", "countdown:s:s", "phase", "running", "duration", "90", "endsAt", String(ends),
+      "revision", "1", "updatedAt", String(now()),
+    ])
+    try client.command(["INCR", "countdown:pos"])
+    waitFor(loop, "the check to find it") {
+      va.read(a.hub)
+      return va.state["phase"] as? String == "running"
+    }
+    #expect(va.state["endsAt"] as? Int64 == ends)
+    #expect(a.sequencer.stats.reconnects == 0)
+  }
 }

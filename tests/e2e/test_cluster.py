@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cdclient import Client, now_ms, run_async
+from cdclient import Client, http_get, now_ms, run_async
 from serverproc import server_binary, start_server, PUBLIC_DIR
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -221,3 +221,88 @@ async def test_redis_restarted_with_aof_finds_every_session(session_id):
             c.stop_and_check()
     finally:
         redis.stop()
+
+
+class StallingProxy:
+    """A TCP proxy to Redis that can stop forwarding without closing anything,
+    as a cut link looks from one side: bytes wait until `resume()`."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                self.flowing.wait()
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stall(self) -> None:
+        self.flowing.clear()
+
+    def resume(self) -> None:
+        self.flowing.set()
+
+    def close(self) -> None:
+        self.flowing.set()
+        self.listener.close()
+
+
+@run_async
+async def test_an_instance_cut_off_from_redis_does_not_diverge(redis, session_id):
+    proxy = StallingProxy(redis.port)
+    a = start_server("--redis", redis.url)
+    b = start_server("--redis", proxy.url)
+    try:
+        va = await Client.connect(a.ws_url(session_id), name="A")
+        vb = await Client.connect(b.ws_url(session_id), name="B")
+        await va.command({"op": "start", "seconds": 60, "id": 1})
+        await vb.wait_phase("running")
+        proxy.stall()
+        # A carries on; B cannot confirm the change, so it refuses commands
+        # rather than order them on a state it cannot see.
+        await va.command({"op": "pause", "id": 2})
+        await command_until(vb, "resume", "unavailable", within=10)
+        assert vb.state["phase"] == "running"
+        status, _, body = http_get(b.host, b.port, "/readyz")
+        assert status == 503 and b"redis" in body, body
+        proxy.resume()
+        # Back through the proxy, B reconnects and reconciles by itself.
+        await vb.wait_phase("paused", timeout=15)
+        assert vb.state["remainingMs"] == va.state["remainingMs"]
+        await command_until(vb, "resume", "ack", within=10)
+        await va.wait_phase("running")
+        assert va.state["endsAt"] == vb.state["endsAt"]
+    finally:
+        proxy.close()
+        a.stop_and_check()
+        b.stop_and_check()
