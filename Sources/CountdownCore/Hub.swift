@@ -129,6 +129,12 @@ public final class Hub {
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
   var waitingCommands: [SessionHandle: [PendingCommand]] = [:]
+  /// By session handle, for sessions whose records come from elsewhere (a
+  /// cluster): the last such record, which bounds the seq any instance may
+  /// have reached since.
+  var clusterRecords: [SessionHandle: SessionRecord] = [:]
+  /// The highest `since` of viewers that joined a session still loading.
+  var sinceWhileLoading: [SessionHandle: UInt64] = [:]
   private var nextTicket: UInt64 = 1
   private var nextSerial: UInt32 = 1
 
@@ -180,14 +186,30 @@ public final class Hub {
     }
   }
 
+  /// How far past the session's own seq a client's `since` may move it: a
+  /// client coming from another instance is at most a few seconds' patches
+  /// ahead, and a larger claim (a lie, another epoch) must not push seq
+  /// towards overflow for everyone.
+  public static let maxSinceLead: UInt64 = 1000
+
   /// A viewer opened `/ws/<session>`; the session is created on first join.
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
-  /// the client presented, if any.
-  public func connect(session id: String, key: String? = nil, now: Int64) -> JoinOutcome {
+  /// the client presented, if any; `since` the last seq it saw (on this
+  /// instance or another): its snapshot's seq is not lower.
+  public func connect(
+    session id: String, key: String? = nil, since: UInt64? = nil, now: Int64
+  ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
     if let existing = sessionIndex[id] {
       handle = existing
+      // A viewer may come from another instance whose seq ran ahead between
+      // commands (its own viewer counts): its snapshot must not go back.
+      if let record = clusterRecords[handle] {
+        let before = sessions[handle].machine.seq
+        sessions[handle].machine.skipSeq(pastPatchesSince: record, now: now)
+        if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
+      }
     } else {
       guard sessions.count < config.maxSessions else { return .refused(.tooManySessions) }
       var keyHash: KeyHash?
@@ -200,6 +222,14 @@ public final class Hub {
       handle = insertSession(id, machine: machine, keyHash: keyHash)
       let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
       sessions[handle].loading = load == .loading
+    }
+    if let since, since <= sessions[handle].machine.seq + Self.maxSinceLead {
+      if sessions[handle].loading {
+        sinceWhileLoading[handle] = max(sinceWhileLoading[handle] ?? 0, since)
+      } else if since > sessions[handle].machine.seq {
+        sessions[handle].machine.raiseSeq(to: since)
+        sessions[handle].patchFrameFresh = false
+      }
     }
     var shownKey: String?
     if config.control == .key {
@@ -308,10 +338,15 @@ public final class Hub {
       }
     }
     if let record {
+      clusterRecords[handle] = record
       transition(handle) { machine in
         machine.skipSeq(pastPatchesSince: record, now: now)
         return machine.adopt(record, now: now)
       }
+    }
+    if let since = sinceWhileLoading.removeValue(forKey: handle) {
+      sessions[handle].machine.raiseSeq(to: since)
+      sessions[handle].patchFrameFresh = false
     }
     dirtyConnections.append(contentsOf: sessions[handle].viewers)
     dispatchWaiting(handle, now: now)
@@ -326,6 +361,7 @@ public final class Hub {
     guard let handle = sessionIndex[id], !sessions[handle].loading,
       record.revision > sessions[handle].machine.revision
     else { return }
+    clusterRecords[handle] = record
     transition(handle) { machine in
       machine.skipSeq(pastPatchesSince: record, now: now)
       return machine.adopt(record, now: now)
@@ -484,6 +520,8 @@ public final class Hub {
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
+    clusterRecords[handle] = nil
+    sinceWhileLoading[handle] = nil
     if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
     stats.sessionsForgotten += 1
     stats.sessionsByPhase[session.machine.phase.index] -= 1

@@ -128,7 +128,11 @@ public struct SessionStateMachine: Sendable {
   /// client that saw such a patch never sees seq go back.
   mutating func skipSeq(pastPatchesSince record: SessionRecord, now: Int64) {
     let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
-    let floor = record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond
+    raiseSeq(to: record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond)
+  }
+
+  /// Moves `seq` to at least `floor` without a patch.
+  mutating func raiseSeq(to floor: UInt64) {
     guard floor > seq else { return }
     seq = floor
     // Nobody can be merged exactly across the skipped seqs.

@@ -192,4 +192,47 @@ import Testing
     #expect(va.state["endsAt"] as? Int64 == ends)
     #expect(a.sequencer.stats.reconnects == 0)
   }
+
+  /// Viewer counts move A's seq on between commands; a viewer moving to B,
+  /// which had the session open all along, resumes with ?since= and gets a
+  /// seq not lower.
+  @Test func movedViewerSeqNeverGoesBack() {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var va = Viewer(a.hub, "s")
+    var vb = Viewer(b.hub, "s")
+    waitFor(loop, "both snapshots") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
+    waitFor(loop, "the run on both") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.reply(1) != nil && vb.state["phase"] as? String == "running"
+    }
+    // Churn on A only: each count change is a patch there, none on B.
+    let started = now()
+    while now() - started < 2500 {
+      let extra = Viewer(a.hub, "s")
+      _ = loop.run(timeoutMs: 300) { false }
+      a.hub.disconnect(extra.id, now: now())
+      a.hub.advance(now: now())
+      b.hub.advance(now: now())
+      va.read(a.hub)
+      vb.read(b.hub)
+    }
+    #expect(va.seq > vb.seq)
+    // The page resumes with ?since=<the last seq it saw>.
+    var moved = Viewer(b.hub, "s", since: UInt64(va.seq))
+    moved.read(b.hub)
+    #expect(moved.hasSnapshot)
+    #expect(moved.seq >= va.seq)
+    // A claim far beyond anything an instance could have sent is ignored.
+    var liar = Viewer(b.hub, "s", since: UInt64(moved.seq) + Hub.maxSinceLead + 1)
+    liar.read(b.hub)
+    #expect(liar.seq < moved.seq + 10)
+  }
 }

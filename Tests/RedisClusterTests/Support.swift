@@ -97,8 +97,9 @@ struct Viewer {
   var messages: [[String: Any]] = []
   var seq: Int64 = 0
 
-  init(_ hub: Hub, _ session: String, key: String? = nil) {
-    guard case .joined(let id) = hub.connect(session: session, key: key, now: now()) else {
+  init(_ hub: Hub, _ session: String, key: String? = nil, since: UInt64? = nil) {
+    guard case .joined(let id) = hub.connect(session: session, key: key, since: since, now: now())
+    else {
       Issue.record("join refused")
       self.id = -1
       return
