@@ -22,18 +22,24 @@ import Testing
     }
   }
 
+  /// A viewer of `session` on each instance, once both have their snapshots.
+  func joined(_ a: Instance, _ b: Instance, _ session: String) -> (Viewer, Viewer) {
+    var va = Viewer(a.hub, session)
+    var vb = Viewer(b.hub, session)
+    waitFor(loop, "both snapshots of \(session)") {
+      va.read(a.hub)
+      vb.read(b.hub)
+      return va.hasSnapshot && vb.hasSnapshot
+    }
+    return (va, vb)
+  }
+
   /// A start on A reaches B's viewer with the same deadline, and B's seq is not below A's.
   @Test func commandOnOneInstanceIsSeenOnAnother() {
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     connected(a, b)
-    var va = Viewer(a.hub, "s")
-    var vb = Viewer(b.hub, "s")
-    waitFor(loop, "both snapshots") {
-      va.read(a.hub)
-      vb.read(b.hub)
-      return va.hasSnapshot && vb.hasSnapshot
-    }
+    var (va, vb) = joined(a, b, "s")
     va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
     waitFor(loop, "the ack on A and the run on B") {
       va.read(a.hub)
@@ -60,13 +66,7 @@ import Testing
     connected(a, b)
     var acks = 0
     for round in 0..<100 {
-      var va = Viewer(a.hub, "race-\(round)")
-      var vb = Viewer(b.hub, "race-\(round)")
-      waitFor(loop, "round \(round)'s snapshots") {
-        va.read(a.hub)
-        vb.read(b.hub)
-        return va.hasSnapshot && vb.hasSnapshot
-      }
+      var (va, vb) = joined(a, b, "race-\(round)")
       va.send(a.hub, #"{"op":"start","seconds":30,"id":1}"#)
       vb.send(b.hub, #"{"op":"start","seconds":30,"id":1}"#)
       waitFor(loop, "round \(round)'s answers") {
@@ -87,13 +87,7 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch, timeoutMs: 500)
     let b = Instance(redis, loop: loop, epoch: epoch, timeoutMs: 500)
     connected(a, b)
-    var va = Viewer(a.hub, "s")
-    var vb = Viewer(b.hub, "s")
-    waitFor(loop, "both snapshots") {
-      va.read(a.hub)
-      vb.read(b.hub)
-      return va.hasSnapshot && vb.hasSnapshot
-    }
+    var (va, vb) = joined(a, b, "s")
     redis.stop()
     waitFor(loop, "both instances to notice") {
       !a.sequencer.isConnected && !b.sequencer.isConnected
@@ -121,13 +115,7 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     connected(a, b)
-    var va = Viewer(a.hub, "s")
-    var vb = Viewer(b.hub, "s")
-    waitFor(loop, "both snapshots") {
-      va.read(a.hub)
-      vb.read(b.hub)
-      return va.hasSnapshot && vb.hasSnapshot
-    }
+    var (va, vb) = joined(a, b, "s")
     // Kill B's connections from Redis's side; A's command lands before B is back.
     let client = try redis.blocking()
     try client.command(["CLIENT", "KILL", "TYPE", "pubsub"])
@@ -145,13 +133,7 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch, control: .key)
     let b = Instance(redis, loop: loop, epoch: epoch, control: .key)
     connected(a, b)
-    var va = Viewer(a.hub, "k")
-    var vb = Viewer(b.hub, "k")
-    waitFor(loop, "both snapshots") {
-      va.read(a.hub)
-      vb.read(b.hub)
-      return va.hasSnapshot && vb.hasSnapshot
-    }
+    var (va, vb) = joined(a, b, "k")
     let roles = [va, vb].compactMap { $0.messages.first?["role"] as? String }
     #expect(roles.sorted() == ["controller", "viewer"])
     // The winner's key works on the other instance.
@@ -200,13 +182,7 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     connected(a, b)
-    var va = Viewer(a.hub, "s")
-    var vb = Viewer(b.hub, "s")
-    waitFor(loop, "both snapshots") {
-      va.read(a.hub)
-      vb.read(b.hub)
-      return va.hasSnapshot && vb.hasSnapshot
-    }
+    var (va, vb) = joined(a, b, "s")
     va.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
     waitFor(loop, "the run on both") {
       va.read(a.hub)
