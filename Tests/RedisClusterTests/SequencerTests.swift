@@ -133,7 +133,7 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch, control: .key)
     let b = Instance(redis, loop: loop, epoch: epoch, control: .key)
     connected(a, b)
-    var (va, vb) = joined(a, b, "k")
+    let (va, vb) = joined(a, b, "k")
     let roles = [va, vb].compactMap { $0.messages.first?["role"] as? String }
     #expect(roles.sorted() == ["controller", "viewer"])
     // The winner's key works on the other instance.
