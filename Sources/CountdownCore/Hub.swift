@@ -133,6 +133,8 @@ public final class Hub {
   /// cluster): the last such record, which bounds the seq any instance may
   /// have reached since.
   var clusterRecords: [SessionHandle: SessionRecord] = [:]
+  /// By session handle: viewers of the session on other instances (a cluster).
+  var remoteViewers: [SessionHandle: Int] = [:]
   /// The highest `since` of viewers that joined a session still loading.
   var sinceWhileLoading: [SessionHandle: UInt64] = [:]
   private var nextTicket: UInt64 = 1
@@ -253,7 +255,7 @@ public final class Hub {
     let id = connection.index
     if let shownKey { keysToSend[id] = shownKey }
     sessions[handle].viewers.append(id)
-    let count = sessions[handle].viewers.count
+    let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
     dirtyConnections.append(id)
     return .joined(id)
@@ -277,7 +279,29 @@ public final class Hub {
       sessions[handle].patchFrameFresh = false
       mergedFrames[handle] = nil
     }
-    transition(handle) { $0.viewersChanged(to: count, now: now) }
+    let shown = shownViewers(handle)
+    transition(handle) { $0.viewersChanged(to: shown, now: now) }
+  }
+
+  /// The count viewers here are shown: theirs plus other instances'. With
+  /// nobody here it is 0, so a session nobody here watches can be forgotten.
+  private func shownViewers(_ handle: SessionHandle) -> Int {
+    let local = sessions[handle].viewers.count
+    return local == 0 ? 0 : local + (remoteViewers[handle] ?? 0)
+  }
+
+  /// Viewers of a session on this instance, if it exists here.
+  public func localViewers(of session: String) -> Int? {
+    sessionIndex[session].map { sessions[$0].viewers.count }
+  }
+
+  /// Viewers of a session on other instances (a cluster): the count shown
+  /// here becomes the sum, patched at the usual viewer-count pace.
+  public func setRemoteViewers(session id: String, count: Int, now: Int64) {
+    guard let handle = sessionIndex[id] else { return }
+    remoteViewers[handle] = count > 0 ? count : nil
+    let shown = shownViewers(handle)
+    transition(handle) { $0.viewersChanged(to: shown, now: now) }
   }
 
   /// One complete text message from a viewer: admit it, then sequence it.
@@ -522,6 +546,7 @@ public final class Hub {
     mergedFrames[handle] = nil
     clusterRecords[handle] = nil
     sinceWhileLoading[handle] = nil
+    remoteViewers[handle] = nil
     if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
     stats.sessionsForgotten += 1
     stats.sessionsByPhase[session.machine.phase.index] -= 1

@@ -219,7 +219,48 @@ public enum FunctionLibrary {
       return {encode(epoch, pos, session, r, at), r.key or ''}
     end
 
+    -- Viewer counts, cluster-wide: each instance keeps its own count of a
+    -- session's viewers in the session's viewer hash (field: the instance id)
+    -- and a heartbeat key with a TTL; the counts of an instance whose heartbeat
+    -- expired stop counting (and are removed). The sum is published when it
+    -- changes, so every instance can show it.
+    -- KEYS: 1 the session's viewer hash. ARGV: instance id, its count, channel,
+    -- session, heartbeat TTL (ms). Returns {sum, version}: the version orders
+    -- sums that reach an instance both as replies and as messages.
+    local function viewers(keys, args)
+      local instance, count, channel, session = args[1], tonumber(args[2]), args[3], args[4]
+      redis.call('SET', 'countdown:i:' .. instance, '1', 'PX', args[5])
+      if count > 0 then
+        redis.call('HSET', keys[1], instance, int(count))
+      else
+        redis.call('HDEL', keys[1], instance)
+      end
+      local version = redis.call('HINCRBY', keys[1], '#', 1)
+      local h = redis.call('HGETALL', keys[1])
+      local sum, before = 0, nil
+      for i = 1, #h, 2 do
+        if h[i] == '#' then
+          -- the version, not an instance
+        elseif h[i] == '~' then
+          before = tonumber(h[i + 1])
+        elseif redis.call('EXISTS', 'countdown:i:' .. h[i]) == 1 then
+          sum = sum + tonumber(h[i + 1])
+        else
+          redis.call('HDEL', keys[1], h[i])
+        end
+      end
+      if sum ~= before then
+        redis.call('HSET', keys[1], '~', int(sum))
+        redis.call(
+          'PUBLISH', channel,
+          table.concat({'viewers', session, int(sum), instance, int(version)}, ' '))
+      end
+      redis.call('PEXPIRE', keys[1], KEEP_MS)
+      return {sum, version}
+    end
+
     redis.register_function('countdown_command', command)
+    redis.register_function('countdown_viewers', viewers)
     redis.register_function('countdown_open', open)
     """#
 }

@@ -65,6 +65,11 @@ final class RedisConnection: HiredisContextOwner {
     drop(RedisError(.disconnected, "stopped"))
   }
 
+  /// Drops the connection (pending commands fail) and reconnects.
+  func reset(_ error: RedisError) {
+    drop(error)
+  }
+
   /// Queues a command; `handler` runs once with its reply or failure. False
   /// (and no handler call) when the connection is not up.
   @discardableResult

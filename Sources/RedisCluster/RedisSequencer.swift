@@ -31,6 +31,11 @@ public final class RedisSequencer: CommandSequencer {
     public var timeoutMs: Int64 = 2000
     /// How often the channel's position is compared with what arrived.
     public var checkIntervalMs: Int64 = 5000
+    /// How often changed viewer counts go to Redis (the sum shown is
+    /// patched at most 4 times a second anyway).
+    public var viewerIntervalMs: Int64 = 250
+    /// An instance whose heartbeat is older than this stops counting.
+    public var heartbeatTTLMs: Int64 = 3000
 
     public init(address: RedisAddress, epoch: String) {
       self.address = address
@@ -51,6 +56,7 @@ public final class RedisSequencer: CommandSequencer {
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
   static func sessionKey(_ session: String) -> String { "countdown:s:\(session)" }
+  static func viewerKey(_ session: String) -> String { "countdown:v:\(session)" }
   /// Pub/Sub ignores the database number, so the channel carries it.
   static func channel(_ address: RedisAddress) -> String { "countdown:changes:\(address.database)" }
 
@@ -91,6 +97,16 @@ public final class RedisSequencer: CommandSequencer {
   /// The position Redis had at the last check.
   private var checkedPosition: Int64?
   private var checkTimer: LoopTimer?
+  private var viewerTimer: LoopTimer?
+  /// When the probe now on its way through the channel was sent.
+  private var probeSentAt: Int64?
+  private var viewerRounds = 0
+  /// This instance's name in the viewer hashes and its heartbeat key.
+  public let instance = Hub.randomEpoch()
+  /// By session: the count this instance last sent, and the last sum heard.
+  private var sentViewers: [String: Int] = [:]
+  private var viewerSums: [String: Int] = [:]
+  private var viewerVersions: [String: Int64] = [:]
 
   public init(
     settings: Settings, clock: any WallClock = SystemClock(),
@@ -134,17 +150,21 @@ public final class RedisSequencer: CommandSequencer {
     }
     subscriber.onDown = { [unowned self] in
       subscribed = false
+      probeSentAt = nil
       down("subscriber", $0)
     }
     commands.start()
     subscriber.start()
     checkTimer = LoopTimer(loop: loop) { [unowned self] in check() }
     checkTimer?.schedule(afterMs: settings.checkIntervalMs)
+    viewerTimer = LoopTimer(loop: loop) { [unowned self] in pushViewers() }
+    viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
   }
 
   /// Closes both connections; call on the loop's thread before it goes.
   public func stop() {
     checkTimer = nil
+    viewerTimer = nil
     subscriber?.stop()
     commands?.stop()
     subscriber = nil
@@ -188,6 +208,9 @@ public final class RedisSequencer: CommandSequencer {
 
   public func forgot(session: String) {
     open[session] = nil
+    sentViewers[session] = nil
+    viewerSums[session] = nil
+    viewerVersions[session] = nil
   }
 
   // MARK: Replies and messages
@@ -274,6 +297,14 @@ public final class RedisSequencer: CommandSequencer {
       reconcile()
     case "message":
       stats.messages += 1
+      if parts[2] == "probe \(instance)" {
+        probeSentAt = nil
+        return
+      }
+      if parts[2].hasPrefix("viewers ") {
+        viewersMessage(parts[2])
+        return
+      }
       guard let message = RecordMessage.parse(parts[2]) else { return }
       changed(message)
     default:
@@ -305,6 +336,63 @@ public final class RedisSequencer: CommandSequencer {
     let record = message.record
     deliver { [weak self] in
       self?.hub?.adoptRemote(session: message.session, record: record, now: now)
+    }
+  }
+
+  // MARK: Viewer counts
+
+  /// Sends the counts that changed here, and about once a second refreshes
+  /// those of sessions watched elsewhere too, so that the counts of an
+  /// instance whose heartbeat expired drop out of the sum. Runs on the
+  /// hub's thread (the loop's), so it reads the hub directly.
+  private func pushViewers() {
+    viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
+    guard isConnected, let hub else { return }
+    viewerRounds += 1
+    let refresh = viewerRounds % max(1, Int(1000 / max(1, settings.viewerIntervalMs))) == 0
+    let ttl = String(settings.heartbeatTTLMs)
+    if refresh {
+      commands.send(["SET", "countdown:i:\(instance)", "1", "PX", ttl]) { _ in }
+    }
+    for (session, entry) in open where !entry.loading {
+      let local = hub.localViewers(of: session) ?? 0
+      let stale = refresh && (viewerSums[session] ?? local) != local
+      guard local != sentViewers[session] || stale else { continue }
+      sentViewers[session] = local
+      let arguments = [
+        "FCALL", "countdown_viewers", "1", Self.viewerKey(session), instance, String(local),
+        channel, session, ttl,
+      ]
+      commands.send(arguments) { [weak self] result in
+        guard case .success(.array(let parts)) = result, parts.count == 2,
+          case .integer(let sum) = parts[0], case .integer(let version) = parts[1]
+        else { return }
+        self?.showViewers(session, sum: Int(sum), version: version)
+      }
+    }
+  }
+
+  /// `viewers <session> <sum> <instance> <version>`: the sum changed elsewhere.
+  private func viewersMessage(_ payload: String) {
+    let parts = payload.split(separator: " ")
+    guard parts.count == 5, parts[3] != instance, let sum = Int(parts[2]),
+      let version = Int64(parts[4])
+    else { return }
+    let session = String(parts[1])
+    guard let entry = open[session], !entry.loading else { return }
+    showViewers(session, sum: sum, version: version)
+  }
+
+  /// A sum arrives both as a reply and as a message, on two connections: the
+  /// version keeps an older one from overwriting a newer.
+  private func showViewers(_ session: String, sum: Int, version: Int64) {
+    guard open[session] != nil, version > viewerVersions[session] ?? 0 else { return }
+    viewerVersions[session] = version
+    viewerSums[session] = sum
+    let others = max(0, sum - (sentViewers[session] ?? 0))
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in
+      self?.hub?.setRemoteViewers(session: session, count: others, now: now)
     }
   }
 
@@ -375,9 +463,20 @@ public final class RedisSequencer: CommandSequencer {
       return
     }
     if let checkedPosition, position < checkedPosition { reconcile() }
-    // A subscribed connection hears nothing when nothing changes: a PING
-    // (allowed while subscribed) runs into the timeout if it is cut off.
-    subscriber.send(["PING"]) { _ in }
+    // A subscribed connection hears nothing when nothing changes, and
+    // hiredis 0.14 loses the answer to a PING sent on one: so this instance
+    // publishes a probe to itself, and a probe that has not come back by the
+    // next check means the subscription is dead.
+    if let probe = probeSentAt, monotonicMs() - probe > settings.timeoutMs {
+      probeSentAt = nil
+      subscribed = false
+      subscriber.reset(RedisError(.timeout, "subscriber: a probe did not come back"))
+      return
+    }
+    if probeSentAt == nil {
+      probeSentAt = monotonicMs()
+      commands.send(["PUBLISH", channel, "probe \(instance)"]) { _ in }
+    }
     commands.send(["GET", Self.positionKey]) { [weak self] result in
       guard case .success(let reply) = result else { return }
       self?.checkedPosition = Int64(reply.text ?? "0") ?? 0

@@ -211,4 +211,36 @@ import Testing
     liar.read(b.hub)
     #expect(liar.seq < moved.seq + 10)
   }
+
+  /// Every instance shows the sum of the viewers on all of them; an
+  /// instance whose heartbeat expired stops counting.
+  @Test func viewerCountsAreClusterWide() {
+    let a = Instance(redis, loop: loop, epoch: epoch, heartbeatTTLMs: 600)
+    let b = Instance(redis, loop: loop, epoch: epoch, heartbeatTTLMs: 600)
+    connected(a, b)
+    var (va, vb) = joined(a, b, "count")
+    var second = Viewer(a.hub, "count")
+    func shown(_ count: Int) -> Bool {
+      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
+      va.read(a.hub)
+      vb.read(b.hub)
+      second.read(a.hub)
+      return [va, vb, second].allSatisfy { $0.state["viewers"] as? Int == count }
+    }
+    waitFor(loop, "3 viewers shown on both instances") { shown(3) }
+    a.hub.disconnect(second.id, now: now())
+    waitFor(loop, "2 viewers shown on both instances") {
+      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
+      va.read(a.hub)
+      vb.read(b.hub)
+      return [va, vb].allSatisfy { $0.state["viewers"] as? Int == 2 }
+    }
+    // A dies without a word: after its heartbeat's TTL, B counts only its own.
+    a.sequencer.stop()
+    waitFor(loop, "B alone") {
+      b.hub.advance(now: now())
+      vb.read(b.hub)
+      return vb.state["viewers"] as? Int == 1
+    }
+  }
 }

@@ -148,11 +148,12 @@ final class Instance {
 
   init(
     _ redis: RedisProcess, loop: LibevLoop, epoch: String, control: ControlMode = .open,
-    timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000
+    timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000, heartbeatTTLMs: Int64 = 3000
   ) {
     var settings = RedisSequencer.Settings(address: redis.address, epoch: epoch)
     settings.timeoutMs = timeoutMs
     settings.checkIntervalMs = checkIntervalMs
+    settings.heartbeatTTLMs = heartbeatTTLMs
     // On one thread the hub can be called at once; the server posts instead.
     sequencer = RedisSequencer(settings: settings) { $0() }
     var config = HubConfig()

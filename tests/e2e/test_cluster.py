@@ -306,3 +306,20 @@ async def test_an_instance_cut_off_from_redis_does_not_diverge(redis, session_id
         proxy.close()
         a.stop_and_check()
         b.stop_and_check()
+
+
+@run_async
+async def test_viewer_counts_are_cluster_wide(pair, session_id):
+    a, b = pair
+    va = await Client.connect(a.ws_url(session_id), name="A")
+    vb = await Client.connect(b.ws_url(session_id), name="B")
+    more = await Client.connect(a.ws_url(session_id), name="A2")
+    for viewer in (va, vb, more):
+        await viewer.wait_viewers(3, timeout=5)
+    await more.close()
+    for viewer in (va, vb):
+        await viewer.wait_viewers(2, timeout=5)
+    # An instance killed without a word stops counting once its heartbeat expires.
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(timeout=5)
+    await vb.wait_viewers(1, timeout=10)
