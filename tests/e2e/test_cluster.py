@@ -323,3 +323,36 @@ async def test_viewer_counts_are_cluster_wide(pair, session_id):
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(timeout=5)
     await vb.wait_viewers(1, timeout=10)
+
+
+@run_async
+async def test_thousand_sessions_survive_a_restart_of_every_instance(redis, session_id):
+    servers = [start_server("--redis", redis.url) for _ in range(3)]
+    try:
+        ends = {}
+
+        async def start(i: int) -> None:
+            server = servers[i % 3]
+            viewer = await Client.connect(server.ws_url(f"{session_id}-{i}"))
+            await viewer.command({"op": "start", "seconds": 600, "id": 1})
+            ends[i] = viewer.state["endsAt"]
+            await viewer.close()
+
+        for batch in range(0, 1000, 50):
+            await asyncio.gather(*(start(i) for i in range(batch, batch + 50)))
+        # Each instance in turn is replaced by a new one.
+        for k in range(3):
+            servers[k].stop_and_check()
+            servers[k] = start_server("--redis", redis.url)
+
+        async def check(i: int) -> None:
+            viewer = await Client.connect(servers[(i + 1) % 3].ws_url(f"{session_id}-{i}"))
+            assert viewer.state["phase"] == "running" and viewer.state["endsAt"] == ends[i], i
+            await viewer.close()
+
+        for batch in range(0, 1000, 50):
+            await asyncio.gather(*(check(i) for i in range(batch, batch + 50)))
+    finally:
+        for server in servers:
+            if server.alive():
+                server.stop_and_check()
