@@ -188,15 +188,15 @@ store?.onCompleted = { [queue = server.serviceQueue] completions in
 if let store {
   server.metrics.register { collectStoreStats(store.stats, into: &$0) }
 }
-/// Set when another instance made a new cluster epoch: this one exits 1 so
-/// that its supervisor restarts it into the cluster's history.
-var epochConflict = false
+/// 1 when cluster mode cannot go on: another instance made a new cluster
+/// epoch (a restart joins the cluster's history), or lws could not load libev.
+var clusterExitCode: Int32 = 0
 if let cluster {
   server.onLoopReady = { libevLoop in
     guard let libevLoop else {
       // --redis requires --event-loop libev; this is lws failing to load it.
       log.error("redis_needs_libev", ["msg": LogValue("the libev loop is unavailable")])
-      epochConflict = true
+      clusterExitCode = 1
       CountdownServer.requestStop()
       return
     }
@@ -204,7 +204,7 @@ if let cluster {
   }
   server.onLoopDone = { cluster.stop() }
   cluster.onEpochConflict = { _ in
-    epochConflict = true
+    clusterExitCode = 1
     CountdownServer.requestStop()
   }
   // A load balancer stops sending viewers to an instance that cannot reach Redis.
@@ -255,7 +255,7 @@ do {
 store?.close()
 log.info("stopped")
 log.flush()
-exit(epochConflict ? 1 : 0)
+exit(clusterExitCode)
 
 /// A closure that stays on the service thread, carried through the queue's
 /// Sendable requirement.
