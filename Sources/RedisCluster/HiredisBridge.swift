@@ -173,6 +173,14 @@ final class HiredisContext {
     redisAsyncFree(raw)
   }
 
+  /// Closes without telling the owner anything: for an owner that is going
+  /// away, whose callbacks must not run.
+  func abandon() {
+    guard !freed else { return }
+    raw.pointee.data = nil
+    close()
+  }
+
   /// hiredis freed the context itself (after `contextLost`): forget it.
   func forget() { freed = true }
 }

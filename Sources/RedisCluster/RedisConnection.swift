@@ -49,7 +49,8 @@ final class RedisConnection: HiredisContextOwner {
     self.timeoutMs = timeoutMs
   }
 
-  deinit { context?.close() }
+  // Pending handlers may reach objects that are going too: they are not run.
+  deinit { context?.abandon() }
 
   func start() {
     guard stopped else { return }

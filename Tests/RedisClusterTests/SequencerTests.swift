@@ -243,4 +243,18 @@ import Testing
       return vb.state["viewers"] as? Int == 1
     }
   }
+
+  /// A sequencer released without `stop`, with a read in flight, closes its
+  /// connections without running callbacks into freed objects.
+  @Test func releasedWithoutStop() {
+    var sequencer: RedisSequencer? = RedisSequencer(
+      settings: RedisSequencer.Settings(address: redis.address, epoch: epoch)
+    ) { $0() }
+    sequencer?.start(on: loop)
+    waitFor(loop, "the connection") { sequencer?.isConnected == true }
+    _ = sequencer?.created(session: "gone", record: SessionRecord(), keyHash: nil)
+    sequencer = nil
+    // Whatever Redis still sends has no one to reach; the loop runs on.
+    #expect(!loop.run(timeoutMs: 200) { false })
+  }
 }
