@@ -290,6 +290,14 @@ public final class Hub {
     return local == 0 ? 0 : local + (remoteViewers[handle] ?? 0)
   }
 
+  /// Whether this instance can confirm its sessions' state with its cluster:
+  /// every session's viewers are told, in a patch of `stale`.
+  public func setStale(_ stale: Bool, now: Int64) {
+    for handle in sessionIndex.values {
+      transition(handle) { $0.staleChanged(to: stale, now: now) }
+    }
+  }
+
   /// Viewers of a session on this instance, if it exists here.
   public func localViewers(of session: String) -> Int? {
     sessionIndex[session].map { sessions[$0].viewers.count }

@@ -98,6 +98,12 @@ public final class RedisSequencer: CommandSequencer {
   private var checkedPosition: Int64?
   private var checkTimer: LoopTimer?
   private var viewerTimer: LoopTimer?
+  /// Whether viewers here have been told their state cannot be confirmed.
+  private var toldStale = false
+  /// Tells them once the link has been down this long, so that a reconnect
+  /// within it costs no patch.
+  static let staleAfterMs: Int64 = 1000
+  private var staleTimer: LoopTimer?
   /// When the probe now on its way through the channel was sent.
   private var probeSentAt: Int64?
   private var viewerRounds = 0
@@ -157,6 +163,7 @@ public final class RedisSequencer: CommandSequencer {
     subscriber.start()
     checkTimer = LoopTimer(loop: loop) { [unowned self] in check() }
     checkTimer?.schedule(afterMs: settings.checkIntervalMs)
+    staleTimer = LoopTimer(loop: loop) { [unowned self] in tellStale(!isConnected) }
     viewerTimer = LoopTimer(loop: loop) { [unowned self] in pushViewers() }
     viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
   }
@@ -165,6 +172,7 @@ public final class RedisSequencer: CommandSequencer {
   public func stop() {
     checkTimer = nil
     viewerTimer = nil
+    staleTimer = nil
     subscriber?.stop()
     commands?.stop()
     subscriber = nil
@@ -437,6 +445,7 @@ public final class RedisSequencer: CommandSequencer {
   }
 
   private func down(_ name: String, _ error: RedisError) {
+    staleTimer?.schedule(afterMs: Self.staleAfterMs)
     stats.reconnects += 1
     log.warn(
       "redis_disconnected", ["connection": LogValue(name), "error": LogValue(error.description)])
@@ -447,6 +456,8 @@ public final class RedisSequencer: CommandSequencer {
   /// arrive as messages.
   private func reconcile() {
     guard isConnected else { return }
+    staleTimer?.cancel()
+    tellStale(false)
     commands.send(["GET", Self.positionKey]) { [weak self] result in
       guard let self, case .success(let reply) = result else { return }
       position = max(position, Int64(reply.text ?? "0") ?? 0)
@@ -481,6 +492,14 @@ public final class RedisSequencer: CommandSequencer {
       guard case .success(let reply) = result else { return }
       self?.checkedPosition = Int64(reply.text ?? "0") ?? 0
     }
+  }
+
+  private func tellStale(_ stale: Bool) {
+    guard stale != toldStale else { return }
+    toldStale = stale
+    log.info("cluster_state", ["stale": LogValue(stale ? "yes" : "no")])
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in self?.hub?.setStale(stale, now: now) }
   }
 
   private func epochConflict(_ clusterEpoch: String) {

@@ -166,12 +166,15 @@ async def test_redis_stopped_for_five_seconds(pair, redis, session_id):
         await viewer.wait_state(lambda s, before=before: s["remaining"] <= before - 2, timeout=4,
                                 what="ticks during the outage")
         assert viewer.state["endsAt"] == ends_at
+        await viewer.wait_state(lambda s: s.get("stale") is True, timeout=5, what="stale")
     await asyncio.sleep(max(0, 5 - (time.monotonic() - stopped)))  # the outage lasts 5 s
     redis.start()
     # Both reconnect on their own; a command works again and reaches the other instance.
     await command_until(va, "pause", "ack", within=10)
     await vb.wait_phase("paused")
     assert vb.state["remainingMs"] == va.state["remainingMs"]
+    for viewer in (va, vb):
+        await viewer.wait_state(lambda s: s.get("stale") is False, timeout=5, what="confirmed")
 
 
 @run_async
@@ -293,11 +296,15 @@ async def test_an_instance_cut_off_from_redis_does_not_diverge(redis, session_id
         await va.command({"op": "pause", "id": 2})
         await command_until(vb, "resume", "unavailable", within=10)
         assert vb.state["phase"] == "running"
+        # B tells its viewers it cannot confirm their state; A's do not hear it.
+        await vb.wait_state(lambda s: s.get("stale") is True, timeout=10, what="stale on B")
+        assert va.state["stale"] is False
         status, _, body = http_get(b.host, b.port, "/readyz")
         assert status == 503 and b"redis" in body, body
         proxy.resume()
         # Back through the proxy, B reconnects and reconciles by itself.
         await vb.wait_phase("paused", timeout=15)
+        await vb.wait_state(lambda s: s.get("stale") is False, timeout=10, what="confirmed again")
         assert vb.state["remainingMs"] == va.state["remainingMs"]
         await command_until(vb, "resume", "ack", within=10)
         await va.wait_phase("running")
