@@ -15,6 +15,12 @@
 //      the input is split at newlines into up to 16 commands, sent
 //      alternately by the two connections while the clock moves on, so
 //      sequences such as start-then-cancel reach the state machine.
+//   4. A fresh `Hub` whose sequencer holds commands, as storage does until
+//      its commit: the input's lines are sent by one connection, and each
+//      line's last byte decides whether the oldest held command is then
+//      applied, refused as unavailable, or left waiting, while time moves
+//      on. What viewers see must stay a valid stream, and the session's
+//      record must always be one the command rules could have produced.
 //
 // Every frame the hub writes must itself be a JSON object with a string
 // "type" (our own strict parser is the oracle). A broken invariant is a
@@ -127,11 +133,71 @@ private func fuzzHubConversation(_ bytes: [UInt8]) {
   hub.disconnect(controller, now: now)
 }
 
+/// Holds every command until the fuzzer says what becomes of it.
+private final class HeldSequencer: CommandSequencer {
+  var held: [SequenceRequest] = []
+
+  func sequence(_ request: SequenceRequest) -> SequenceResult {
+    held.append(request)
+    return .pending
+  }
+  func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
+    .ready
+  }
+  func forgot(session: String) {}
+}
+
+/// Pass 4: the command path with a sequencer that completes late, or fails.
+private func fuzzHeldCommands(_ bytes: [UInt8]) {
+  let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+  guard lines.count > 1 else { return }
+  let sequencer = HeldSequencer()
+  let hub = Hub(config: HubConfig(commandsPerSecond: 1000), epoch: "fuzz", sequencer: sequencer)
+  var now: Int64 = 9_000_000
+  guard case .joined(let sender) = hub.connect(session: "h", now: now),
+    case .joined(let watcher) = hub.connect(session: "h", now: now)
+  else { fatalError("joins were refused") }
+  for line in lines.prefix(16) {
+    _ = hub.receive(Array(line), from: sender, now: now)
+    now += 450
+    if !sequencer.held.isEmpty {
+      let request = sequencer.held.removeFirst()
+      switch (line.last ?? 0) % 3 {
+      case 0:
+        switch request.current.applying(request.command, at: request.now) {
+        case .success(let record): hub.complete(request.ticket, .applied(record), now: now)
+        case .failure(let code): hub.complete(request.ticket, .rejected(code), now: now)
+        }
+      case 1:
+        hub.complete(request.ticket, .unavailable("fuzz"), now: now)
+      default:
+        sequencer.held.insert(request, at: 0)
+      }
+    }
+    hub.advance(now: now)
+    hub.drainWritable { _ in }
+    drain(hub, sender, now: now, "held/sender")
+    drain(hub, watcher, now: now, "held/watcher")
+    if let record = hub.record(of: "h") {
+      switch record.phase {
+      case .running: check(record.endsAt != nil && record.remainingMs == nil, "running \(record)")
+      case .paused:
+        check(record.remainingMs.map { $0 > 0 } == true && record.endsAt == nil, "paused \(record)")
+      case .idle, .finished: check(record.endsAt == nil && record.remainingMs == nil, "\(record)")
+      }
+      check(record.duration >= 0, "negative duration \(record)")
+    }
+  }
+  hub.disconnect(watcher, now: now)
+  hub.disconnect(sender, now: now)
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
   fuzzDecode(bytes)
   fuzzHubOnce(bytes)
   fuzzHubConversation(bytes)
+  fuzzHeldCommands(bytes)
   return 0
 }
