@@ -505,6 +505,8 @@ function setText(node, text) {
 function statusText() {
   if (model.message) return model.message.text;
   if (model.conn === "closed") return model.closedText ?? t.closed;
+  // Cluster mode: the server cannot confirm this state with Redis.
+  if (model.conn === "live" && model.state?.stale) return t.stale;
   return t[model.conn];
 }
 
@@ -563,8 +565,9 @@ function render() {
   renderControl();
 
   setText(el.status, statusText());
-  if (model.message?.kind === "error" || model.conn === "closed") el.status.dataset.kind = "error";
-  else delete el.status.dataset.kind;
+  if (model.message?.kind === "error" || model.conn === "closed" || (model.conn === "live" && s?.stale)) {
+    el.status.dataset.kind = "error";
+  } else delete el.status.dataset.kind;
 
   // Redraw exactly when the number next changes. Timers in a background tab
   // may fire late; visibilitychange redraws at once when it is shown again.

@@ -129,6 +129,14 @@ public final class Hub {
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
   var waitingCommands: [SessionHandle: [PendingCommand]] = [:]
+  /// By session handle, for sessions whose records come from elsewhere (a
+  /// cluster): the last such record, which bounds the seq any instance may
+  /// have reached since.
+  var clusterRecords: [SessionHandle: SessionRecord] = [:]
+  /// By session handle: viewers of the session on other instances (a cluster).
+  var remoteViewers: [SessionHandle: Int] = [:]
+  /// The highest `since` of viewers that joined a session still loading.
+  var sinceWhileLoading: [SessionHandle: UInt64] = [:]
   private var nextTicket: UInt64 = 1
   private var nextSerial: UInt32 = 1
 
@@ -180,14 +188,30 @@ public final class Hub {
     }
   }
 
+  /// How far past the session's own seq a client's `since` may move it: a
+  /// client coming from another instance is at most a few seconds' patches
+  /// ahead, and a larger claim (a lie, another epoch) must not push seq
+  /// towards overflow for everyone.
+  public static let maxSinceLead: UInt64 = 1000
+
   /// A viewer opened `/ws/<session>`; the session is created on first join.
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
-  /// the client presented, if any.
-  public func connect(session id: String, key: String? = nil, now: Int64) -> JoinOutcome {
+  /// the client presented, if any; `since` the last seq it saw (on this
+  /// instance or another): its snapshot's seq is not lower.
+  public func connect(
+    session id: String, key: String? = nil, since: UInt64? = nil, now: Int64
+  ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
     if let existing = sessionIndex[id] {
       handle = existing
+      // A viewer may come from another instance whose seq ran ahead between
+      // commands (its own viewer counts): its snapshot must not go back.
+      if let record = clusterRecords[handle] {
+        let before = sessions[handle].machine.seq
+        sessions[handle].machine.skipSeq(pastPatchesSince: record, now: now)
+        if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
+      }
     } else {
       guard sessions.count < config.maxSessions else { return .refused(.tooManySessions) }
       var keyHash: KeyHash?
@@ -200,6 +224,14 @@ public final class Hub {
       handle = insertSession(id, machine: machine, keyHash: keyHash)
       let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
       sessions[handle].loading = load == .loading
+    }
+    if let since, since <= sessions[handle].machine.seq + Self.maxSinceLead {
+      if sessions[handle].loading {
+        sinceWhileLoading[handle] = max(sinceWhileLoading[handle] ?? 0, since)
+      } else if since > sessions[handle].machine.seq {
+        sessions[handle].machine.raiseSeq(to: since)
+        sessions[handle].patchFrameFresh = false
+      }
     }
     var shownKey: String?
     if config.control == .key {
@@ -223,7 +255,7 @@ public final class Hub {
     let id = connection.index
     if let shownKey { keysToSend[id] = shownKey }
     sessions[handle].viewers.append(id)
-    let count = sessions[handle].viewers.count
+    let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
     dirtyConnections.append(id)
     return .joined(id)
@@ -247,7 +279,37 @@ public final class Hub {
       sessions[handle].patchFrameFresh = false
       mergedFrames[handle] = nil
     }
-    transition(handle) { $0.viewersChanged(to: count, now: now) }
+    let shown = shownViewers(handle)
+    transition(handle) { $0.viewersChanged(to: shown, now: now) }
+  }
+
+  /// The count viewers here are shown: theirs plus other instances'. With
+  /// nobody here it is 0, so a session nobody here watches can be forgotten.
+  private func shownViewers(_ handle: SessionHandle) -> Int {
+    let local = sessions[handle].viewers.count
+    return local == 0 ? 0 : local + (remoteViewers[handle] ?? 0)
+  }
+
+  /// Whether this instance can confirm its sessions' state with its cluster:
+  /// every session's viewers are told, in a patch of `stale`.
+  public func setStale(_ stale: Bool, now: Int64) {
+    for handle in sessionIndex.values {
+      transition(handle) { $0.staleChanged(to: stale, now: now) }
+    }
+  }
+
+  /// Viewers of a session on this instance, if it exists here.
+  public func localViewers(of session: String) -> Int? {
+    sessionIndex[session].map { sessions[$0].viewers.count }
+  }
+
+  /// Viewers of a session on other instances (a cluster): the count shown
+  /// here becomes the sum, patched at the usual viewer-count pace.
+  public func setRemoteViewers(session id: String, count: Int, now: Int64) {
+    guard let handle = sessionIndex[id] else { return }
+    remoteViewers[handle] = count > 0 ? count : nil
+    let shown = shownViewers(handle)
+    transition(handle) { $0.viewersChanged(to: shown, now: now) }
   }
 
   /// One complete text message from a viewer: admit it, then sequence it.
@@ -307,16 +369,35 @@ public final class Hub {
         connections[ConnectionHandle(viewer)].gate.isController = false
       }
     }
-    if let record { transition(handle) { $0.adopt(record, now: now) } }
+    if let record {
+      clusterRecords[handle] = record
+      transition(handle) { machine in
+        machine.skipSeq(pastPatchesSince: record, now: now)
+        return machine.adopt(record, now: now)
+      }
+    }
+    if let since = sinceWhileLoading.removeValue(forKey: handle) {
+      sessions[handle].machine.raiseSeq(to: since)
+      sessions[handle].patchFrameFresh = false
+    }
     dirtyConnections.append(contentsOf: sessions[handle].viewers)
     dispatchWaiting(handle, now: now)
   }
 
   /// A change that another instance sequenced: the session adopts it if it
-  /// is newer than what it has. Sessions not open here are not kept.
+  /// is newer than what it has. Sessions not open here are not kept. Both
+  /// here and in `loaded`, seq moves past what the record says any instance
+  /// may have sent (`record.seq` and the time since `record.updatedAt`), so
+  /// a client moving between instances never sees it go back.
   public func adoptRemote(session id: String, record: SessionRecord, now: Int64) {
-    guard let handle = sessionIndex[id], !sessions[handle].loading else { return }
-    transition(handle) { $0.adopt(record, now: now) }
+    guard let handle = sessionIndex[id], !sessions[handle].loading,
+      record.revision > sessions[handle].machine.revision
+    else { return }
+    clusterRecords[handle] = record
+    transition(handle) { machine in
+      machine.skipSeq(pastPatchesSince: record, now: now)
+      return machine.adopt(record, now: now)
+    }
   }
 
   private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
@@ -471,6 +552,9 @@ public final class Hub {
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
+    clusterRecords[handle] = nil
+    sinceWhileLoading[handle] = nil
+    remoteViewers[handle] = nil
     if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
     stats.sessionsForgotten += 1
     stats.sessionsByPhase[session.machine.phase.index] -= 1

@@ -100,6 +100,8 @@ public struct SessionStateMachine: Sendable {
   /// Open connections now; `publishedViewers` trails it by the merge interval.
   private var liveViewers: Int32 = 0
   private var lastViewerPatchAt = Int64.min / 2
+  /// The instance cannot confirm the session's state (a cluster cut off).
+  private var stale = false
   /// When the session last became quiet (not running) with no viewers.
   private var quietSince: Int64
 
@@ -119,9 +121,24 @@ public struct SessionStateMachine: Sendable {
   /// patch that could have been sent since the record was written.
   public init(restoring record: SessionRecord, config: SessionConfig.Shared, now: Int64) {
     self.init(config: config, now: now)
-    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
-    seq = record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond
+    skipSeq(pastPatchesSince: record, now: now)
     take(record.settled(at: now), now: now)
+  }
+
+  /// Moves `seq` past every patch that could have been sent since `record`
+  /// was written, here before a restart or on another instance, so that a
+  /// client that saw such a patch never sees seq go back.
+  mutating func skipSeq(pastPatchesSince record: SessionRecord, now: Int64) {
+    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
+    raiseSeq(to: record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond)
+  }
+
+  /// Moves `seq` to at least `floor` without a patch.
+  mutating func raiseSeq(to floor: UInt64) {
+    guard floor > seq else { return }
+    seq = floor
+    // Nobody can be merged exactly across the skipped seqs.
+    recentFields = InlineArray(repeating: .all)
   }
 
   public var isRunning: Bool {
@@ -166,12 +183,12 @@ public struct SessionStateMachine: Sendable {
       return CountdownState(
         phase: .running, spinner: true, enabled: false, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: endsAt, remainingMs: nil,
-        viewers: Int(publishedViewers))
+        viewers: Int(publishedViewers), stale: stale)
     case .paused(let remainingMs, _):
       return CountdownState(
         phase: .paused, spinner: false, enabled: true, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
-        viewers: Int(publishedViewers))
+        viewers: Int(publishedViewers), stale: stale)
     case .finished(let label):
       return settled(.finished, label: label ?? settings.finishedLabel)
     }
@@ -181,7 +198,8 @@ public struct SessionStateMachine: Sendable {
   private func settled(_ phase: Phase, label: String) -> CountdownState {
     CountdownState(
       phase: phase, spinner: false, enabled: true, label: label, remaining: 0,
-      duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers))
+      duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
+      stale: stale)
   }
 
   /// A sequenced command's record: the session takes it and publishes the
@@ -234,6 +252,14 @@ public struct SessionStateMachine: Sendable {
     // A command's patch carries the viewer count as it is now.
     publishedViewers = liveViewers
     if liveViewers == 0 && !isRunning { quietSince = now }
+  }
+
+  /// The instance can (no longer) confirm the session's state with its cluster.
+  public mutating func staleChanged(to value: Bool, now: Int64) -> Action {
+    guard value != stale else { return .schedule(next: nextDeadline) }
+    let before = published
+    stale = value
+    return publishing(from: before, now: now)
   }
 
   /// The number of open connections changed.

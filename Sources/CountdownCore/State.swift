@@ -22,10 +22,14 @@ public struct CountdownState: Equatable, Sendable {
   /// The exact time left while paused.
   public var remainingMs: Int64?
   public var viewers: Int
+  /// The server cannot confirm this state with the rest of its cluster
+  /// (cluster mode, Redis unreachable): the countdown goes on from what it
+  /// knew, but a change made elsewhere may be missing.
+  public var stale: Bool
 
   public init(
     phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int, duration: Int,
-    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int
+    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int, stale: Bool = false
   ) {
     self.phase = phase
     self.spinner = spinner
@@ -36,6 +40,7 @@ public struct CountdownState: Equatable, Sendable {
     self.endsAt = endsAt
     self.remainingMs = remainingMs
     self.viewers = viewers
+    self.stale = stale
   }
 
   /// The fields whose values differ between two states.
@@ -50,6 +55,7 @@ public struct CountdownState: Equatable, Sendable {
     if endsAt != old.endsAt { set.insert(.endsAt) }
     if remainingMs != old.remainingMs { set.insert(.remainingMs) }
     if viewers != old.viewers { set.insert(.viewers) }
+    if stale != old.stale { set.insert(.stale) }
     return set
   }
 }
@@ -68,8 +74,9 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let endsAt = FieldSet(rawValue: 1 << 6)
   public static let viewers = FieldSet(rawValue: 1 << 7)
   public static let remainingMs = FieldSet(rawValue: 1 << 8)
+  public static let stale = FieldSet(rawValue: 1 << 9)
 
-  public static let all: FieldSet = FieldSet(rawValue: 0x1FF)
+  public static let all: FieldSet = FieldSet(rawValue: 0x3FF)
 }
 
 /// An RFC 7396 merge patch over a flat state: the changed fields, with their new values.

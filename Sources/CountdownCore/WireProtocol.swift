@@ -292,6 +292,10 @@ public enum WireCodec {
       key("\"remainingMs\":")
       if let left = state.remainingMs { writer.integer(left) } else { writer.raw("null") }
     }
+    if fields.contains(.stale) {
+      key("\"stale\":")
+      writer.bool(state.stale)
+    }
     writer.raw("}")
   }
 }

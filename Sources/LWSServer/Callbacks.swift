@@ -86,7 +86,8 @@ func countdownCallback(
     switch server.admit(request) {
     case .countdown(let session):
       if let id = server.opened(
-        wsi, session: session, key: urlArgument(wsi, "key"), peer: request.peer)
+        wsi, session: session, key: urlArgument(wsi, "key"),
+        since: urlArgument(wsi, "since").flatMap { UInt64($0) }, peer: request.peer)
       {
         setTag(user, id + 1)
       } else {

@@ -28,11 +28,13 @@ struct EchoState {
 extension CountdownServer {
   /// A WebSocket finished its handshake on `/ws/<session>`.
   /// Returns nil when the hub refused it; the refusal frame is then pending.
-  func opened(_ wsi: OpaquePointer, session: String, key: String?, peer: String) -> ConnectionID? {
+  func opened(
+    _ wsi: OpaquePointer, session: String, key: String?, since: UInt64?, peer: String
+  ) -> ConnectionID? {
     openSockets += 1
     connectionsByPeer[peer, default: 0] += 1
     network.accepted += 1
-    switch hub.connect(session: session, key: key, now: clock.nowMilliseconds()) {
+    switch hub.connect(session: session, key: key, since: since, now: clock.nowMilliseconds()) {
     case .refused(let code):
       network.refuse(.sessionCap)
       Logger.shared.info(

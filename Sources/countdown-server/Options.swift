@@ -1,6 +1,7 @@
 import CountdownCore
 import LWSServer
 import Observability
+import RedisCluster
 import SQLiteStore
 
 /// The command line and its `COUNTDOWN_*` environment variables, parsed by
@@ -18,6 +19,8 @@ struct Options {
   /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
   var dataPath = "countdown.db"
   var sync = SyncMode.full
+  /// Cluster mode: sessions live in Redis, shared with other instances.
+  var redis: RedisAddress?
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -101,6 +104,10 @@ struct Options {
           "--hangup-after (\(options.server.hangUpAfterSeconds), from \(options.sources["--hangup-after"]!)) "
           + "must be longer than --ping-after (\(options.server.pingAfterSeconds), from \(options.sources["--ping-after"]!))"
       )
+    }
+    if options.redis != nil && options.server.eventLoop != .libev {
+      throw UsageError(
+        message: "--redis needs --event-loop libev: hiredis runs on the server's libev loop")
     }
     return printConfig ? .printConfig(options) : .run(options)
   }
@@ -336,6 +343,20 @@ extension Options {
       "--sync", .storage, \.sync,
       help: "full (default): every acked command survives power\n"
         + "loss; normal: it survives a crash of the process,\nnot of the machine."),
+
+    OptionSpec(
+      flag: "--redis", valueName: "URL", section: .storage,
+      help: "Cluster mode: share sessions with other instances\n"
+        + "through Redis at redis://IP:PORT[/DB] (an IP address,\n"
+        + "not a host name) or unix:///PATH. --data is then unused.",
+      apply: { o, v, n throws(UsageError) in
+        do throws(RedisError) {
+          o.redis = try RedisAddress.parse(v)
+        } catch {
+          throw UsageError(message: "\(n): \(error.description)")
+        }
+      },
+      show: { $0.redis?.description ?? "" }),
 
     OptionSpec(
       flag: "--log-format", valueName: "json|text", section: .operating,

@@ -1,6 +1,7 @@
 import CountdownCore
 import LWSServer
 import Observability
+import RedisCluster
 import SQLiteStore
 
 #if canImport(Glibc)
@@ -106,7 +107,31 @@ raiseOpenFileLimit(toServe: options.server.maxConnections)
 // rebuilt, before the listener opens.
 let store: SQLiteStore?
 var stored: (epoch: String?, sessions: [StoredSession]) = (nil, [])
-if options.dataPath == SQLiteStore.inMemory {
+// Cluster mode: Redis holds the sessions, and SQLite is not used for them.
+var cluster: RedisSequencer?
+if let redis = options.redis {
+  store = nil
+  do {
+    // Blocking is fine here: the listener is not open yet.
+    let epoch = try RedisSequencer.prepare(redis, proposedEpoch: Hub.randomEpoch())
+    stored.epoch = epoch
+    cluster = RedisSequencer(settings: RedisSequencer.Settings(address: redis, epoch: epoch)) {
+      work in
+      // hiredis runs on the service thread's loop, but outside lws's
+      // callbacks: the queue runs the work and then pushes what changed.
+      let box = UncheckedWork(work)
+      server.serviceQueue.post { MainActor.assumeIsolated { box.work() } }
+    }
+    log.info("cluster_joined", ["redis": LogValue(redis.description), "epoch": LogValue(epoch)])
+  } catch {
+    log.error(
+      "redis_unreachable",
+      ["redis": LogValue(redis.description), "error": LogValue(error.description)])
+    log.flush()
+    report("\(error.description)")
+    exit(1)
+  }
+} else if options.dataPath == SQLiteStore.inMemory {
   store = nil
   log.warn(
     "storage_off",
@@ -129,7 +154,8 @@ if options.dataPath == SQLiteStore.inMemory {
 
 let hub = Hub(
   config: options.hub, epoch: stored.epoch ?? Hub.randomEpoch(),
-  sequencer: LocalSequencer(store: store))
+  sequencer: cluster ?? LocalSequencer(store: store))
+cluster?.hub = hub
 hub.observer = SessionEventLog(logger: log)
 hub.restore(stored.sessions, now: SystemClock().nowMilliseconds())
 if let store {
@@ -161,6 +187,29 @@ store?.onCompleted = { [queue = server.serviceQueue] completions in
 }
 if let store {
   server.metrics.register { collectStoreStats(store.stats, into: &$0) }
+}
+/// 1 when cluster mode cannot go on: another instance made a new cluster
+/// epoch (a restart joins the cluster's history), or lws could not load libev.
+var clusterExitCode: Int32 = 0
+if let cluster {
+  server.onLoopReady = { libevLoop in
+    guard let libevLoop else {
+      // --redis requires --event-loop libev; this is lws failing to load it.
+      log.error("redis_needs_libev", ["msg": LogValue("the libev loop is unavailable")])
+      clusterExitCode = 1
+      CountdownServer.requestStop()
+      return
+    }
+    cluster.start(on: LibevLoop(borrowing: libevLoop))
+  }
+  server.onLoopDone = { cluster.stop() }
+  cluster.onEpochConflict = { _ in
+    clusterExitCode = 1
+    CountdownServer.requestStop()
+  }
+  // A load balancer stops sending viewers to an instance that cannot reach Redis.
+  server.addReadinessCheck("redis") { cluster.isConnected }
+  server.metrics.register { collectClusterStats(cluster, into: &$0) }
 }
 let processMetrics = ProcessMetrics()
 server.metrics.register { collectHubStats(hub, into: &$0) }
@@ -206,4 +255,11 @@ do {
 store?.close()
 log.info("stopped")
 log.flush()
-exit(0)
+exit(clusterExitCode)
+
+/// A closure that stays on the service thread, carried through the queue's
+/// Sendable requirement.
+struct UncheckedWork: @unchecked Sendable {
+  let work: () -> Void
+  init(_ work: @escaping () -> Void) { self.work = work }
+}

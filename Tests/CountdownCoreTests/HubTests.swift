@@ -137,7 +137,7 @@ struct FakeViewer {
     #expect(
       fields == [
         "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers",
-        "remainingMs",
+        "remainingMs", "stale",
       ])
     #expect(slow.seq == fast.seq)
     #expect(slow.normalized == fast.normalized)
@@ -520,5 +520,28 @@ final class HeldSequencer: CommandSequencer {
     #expect(a.state["remainingMs"] as? Int64 == 59_000)
     hub.adoptRemote(session: "absent", record: second, now: t0)
     #expect(hub.state(of: "absent") == nil)
+  }
+}
+
+@Suite struct StaleTests {
+  /// An instance that cannot confirm state tells every viewer of every session, once.
+  @Test func staleReachesEveryViewerOnce() {
+    let t0: Int64 = 1_700_000_000_000
+    let hub = Hub(config: HubConfig())
+    var a = FakeViewer(id: hub.join("a", now: t0))
+    var b = FakeViewer(id: hub.join("b", now: t0))
+    a.read(from: hub, now: t0)
+    b.read(from: hub, now: t0)
+    #expect(a.state["stale"] as? Bool == false)
+    hub.setStale(true, now: t0 + 1)
+    hub.setStale(true, now: t0 + 2)
+    a.read(from: hub, now: t0 + 2)
+    b.read(from: hub, now: t0 + 2)
+    #expect(a.state["stale"] as? Bool == true)
+    #expect(b.state["stale"] as? Bool == true)
+    #expect(a.messages.filter { $0["type"] as? String == "patch" }.count == 1)
+    hub.setStale(false, now: t0 + 3)
+    a.read(from: hub, now: t0 + 3)
+    #expect(a.state["stale"] as? Bool == false)
   }
 }

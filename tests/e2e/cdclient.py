@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 SUBPROTOCOL = "countdown.v1"
 STATE_FIELDS = (
     "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers", "remainingMs",
+    "stale",
 )
 DEFAULT_TIMEOUT = 5.0
 
@@ -90,6 +91,7 @@ def check_state_shape(state: dict) -> None:
     assert not missing, f"state lacks fields {missing}: {state}"
     assert s["phase"] in ("idle", "running", "paused", "finished"), s
     assert isinstance(s["spinner"], bool) and isinstance(s["enabled"], bool), s
+    assert isinstance(s["stale"], bool), s
     assert isinstance(s["label"], str), s
     assert is_int(s["remaining"]) and is_int(s["duration"]) and is_int(s["viewers"]), s
     assert s["endsAt"] is None or is_int(s["endsAt"]), s

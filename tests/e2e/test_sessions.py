@@ -35,6 +35,7 @@ async def test_first_snapshot_of_a_new_session(server, session_id):
         "endsAt": None,
         "viewers": 1,
         "remainingMs": None,
+        "stale": False,
     }
     await a.close()
 

@@ -1,0 +1,257 @@
+import CHiredis
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// The one file where hiredis and libev are touched: raw pointers, Unmanaged
+// and the @convention(c) callbacks end here. Everything above sees handles
+// (`LibevLoop`, `LoopTimer`, `HiredisContext`, `BlockingRedis`) and
+// `RedisReply` values.
+
+/// A libev loop: the server's (borrowed), or one of our own (tests, a thread).
+public final class LibevLoop: @unchecked Sendable {
+  let raw: OpaquePointer
+  private let owned: Bool
+
+  /// A new loop of our own, destroyed with this object.
+  public init() {
+    guard let loop = cdh_loop_new() else { fatalError("libev cannot create a loop") }
+    raw = loop
+    owned = true
+  }
+
+  /// The server's loop (a `struct ev_loop *`), which it keeps and destroys.
+  public init(borrowing loop: OpaquePointer) {
+    raw = loop
+    owned = false
+  }
+
+  deinit { if owned { cdh_loop_destroy(raw) } }
+
+  /// Handles events until `done()` holds or `timeoutMs` passed; true when done.
+  public func run(timeoutMs: Int64, until done: () -> Bool) -> Bool {
+    var expired = false
+    let guardTimer = LoopTimer(loop: self) { expired = true }
+    guardTimer.schedule(afterMs: timeoutMs)
+    while !done() && !expired { cdh_loop_run_once(raw) }
+    return done()
+  }
+}
+
+/// A one-shot timer on a loop; `schedule` re-arms it.
+final class LoopTimer {
+  private let loop: LibevLoop
+  private let timer: UnsafeMutablePointer<cdh_timer_t>
+  private let fire: () -> Void
+
+  init(loop: LibevLoop, fire: @escaping () -> Void) {
+    self.loop = loop
+    self.fire = fire
+    timer = .allocate(capacity: 1)
+    timer.initialize(to: cdh_timer_t())
+    cdh_timer_init(
+      timer, { user in Unmanaged<LoopTimer>.fromOpaque(user!).takeUnretainedValue().fire() },
+      Unmanaged.passUnretained(self).toOpaque())
+  }
+
+  deinit {
+    cdh_timer_stop(loop.raw, timer)
+    timer.deallocate()
+  }
+
+  func schedule(afterMs delay: Int64) {
+    cdh_timer_start(loop.raw, timer, Double(max(0, delay)) / 1000)
+  }
+
+  func cancel() { cdh_timer_stop(loop.raw, timer) }
+}
+
+/// What a `HiredisContext` reports to its owner, on the loop's thread. Each
+/// call names the context by `HiredisContext.id`, so an owner can ignore a
+/// context it has already let go.
+protocol HiredisContextOwner: AnyObject {
+  func contextConnected(_ id: UInt)
+  /// The connection failed or closed; hiredis frees the context itself.
+  func contextLost(_ id: UInt, _ error: RedisError)
+  /// `reply` is nil when the context went before the reply came.
+  func contextReplied(_ id: UInt, tag: UInt, _ reply: RedisReply?)
+}
+
+/// One hiredis async connection (a `redisAsyncContext *`) attached to a loop.
+/// Replies come back by tag; every command's callback runs exactly once,
+/// with nil when the connection goes first. Subscription messages come with
+/// the subscribe's tag, once per message.
+final class HiredisContext {
+  private let raw: UnsafeMutablePointer<redisAsyncContext>
+  private var freed = false
+
+  var id: UInt { UInt(bitPattern: raw) }
+
+  /// Starts a non-blocking connect; `owner` must outlive the context.
+  init(
+    connecting address: RedisAddress, loop: LibevLoop, owner: any HiredisContextOwner
+  ) throws(RedisError) {
+    let context: UnsafeMutablePointer<redisAsyncContext>?
+    switch address.endpoint {
+    case .tcp(let ip, let port): context = redisAsyncConnect(ip, Int32(port))
+    case .unix(let path): context = redisAsyncConnectUnix(path)
+    }
+    guard let context else { throw RedisError(.disconnected, "out of memory") }
+    if context.pointee.err != 0 {
+      let message = String(cString: context.pointee.errstr)
+      redisAsyncFree(context)
+      throw RedisError(.disconnected, message)
+    }
+    raw = context
+    // Keepalive finds a peer that vanished without a FIN (a cut cable, a
+    // paused VM) where TCP alone would wait for hours.
+    if case .tcp = address.endpoint { _ = cdh_enable_keepalive(context) }
+    context.pointee.data = Unmanaged.passUnretained(owner as AnyObject).toOpaque()
+    _ = cdh_libev_attach(loop.raw, context)
+    redisAsyncSetConnectCallback(context) { context, status in
+      guard let context, let owner = HiredisContext.owner(of: context) else { return }
+      let id = UInt(bitPattern: context)
+      if status == REDIS_OK {
+        owner.contextConnected(id)
+      } else {
+        owner.contextLost(id, HiredisContext.error(of: context, fallback: "cannot connect"))
+      }
+    }
+    redisAsyncSetDisconnectCallback(context) { context, _ in
+      guard let context, let owner = HiredisContext.owner(of: context) else { return }
+      owner.contextLost(
+        UInt(bitPattern: context), HiredisContext.error(of: context, fallback: "connection closed"))
+    }
+  }
+
+  private static func owner(of context: UnsafePointer<redisAsyncContext>) -> (
+    any HiredisContextOwner
+  )? {
+    guard let data = context.pointee.data else { return nil }
+    return Unmanaged<AnyObject>.fromOpaque(data).takeUnretainedValue() as? any HiredisContextOwner
+  }
+
+  private static func error(of context: UnsafePointer<redisAsyncContext>, fallback: String)
+    -> RedisError
+  {
+    guard context.pointee.err != 0, let text = context.pointee.errstr else {
+      return RedisError(.disconnected, fallback)
+    }
+    return RedisError(.disconnected, String(cString: text))
+  }
+
+  /// Queues a command; false when hiredis refused it (the context is going).
+  func send(_ arguments: [String], tag: UInt) -> Bool {
+    guard !freed else { return false }
+    let lengths = arguments.map { $0.utf8.count }
+    let copies = arguments.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    var pointers = copies.map { UnsafePointer<CChar>($0) }
+    let status = pointers.withUnsafeMutableBufferPointer { argv in
+      lengths.withUnsafeBufferPointer { argvlen in
+        redisAsyncCommandArgv(
+          raw,
+          { context, reply, tag in
+            guard let context, let owner = HiredisContext.owner(of: context) else { return }
+            let value = reply.map { convert($0.assumingMemoryBound(to: redisReply.self)) }
+            owner.contextReplied(
+              UInt(bitPattern: context), tag: UInt(bitPattern: tag), value)
+          }, UnsafeMutableRawPointer(bitPattern: tag), Int32(arguments.count),
+          argv.baseAddress, argvlen.baseAddress)
+      }
+    }
+    return status == REDIS_OK
+  }
+
+  /// Closes now: pending commands get their callback with nil, then the
+  /// owner hears `contextLost` if the connection was up. Not from inside a
+  /// reply callback of this context.
+  func close() {
+    guard !freed else { return }
+    freed = true
+    redisAsyncFree(raw)
+  }
+
+  /// Closes without telling the owner anything: for an owner that is going
+  /// away, whose callbacks must not run.
+  func abandon() {
+    guard !freed else { return }
+    raw.pointee.data = nil
+    close()
+  }
+
+  /// hiredis freed the context itself (after `contextLost`): forget it.
+  func forget() { freed = true }
+}
+
+/// Copies a hiredis reply into a Swift value.
+private func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
+  let value = reply.pointee
+  func text() -> String {
+    guard let str = value.str else { return "" }
+    return String(
+      decoding: UnsafeRawBufferPointer(start: str, count: Int(value.len)), as: UTF8.self)
+  }
+  switch value.type {
+  case REDIS_REPLY_STRING: return .string(text())
+  case REDIS_REPLY_STATUS: return .status(text())
+  case REDIS_REPLY_ERROR: return .error(text())
+  case REDIS_REPLY_INTEGER: return .integer(Int64(value.integer))
+  case REDIS_REPLY_ARRAY:
+    return .array((0..<Int(value.elements)).map { convert(value.element[$0]!) })
+  default: return .null
+  }
+}
+
+/// A blocking connection, for start-up only (before the listener opens):
+/// loading the function library and agreeing on the cluster epoch.
+public final class BlockingRedis {
+  private let raw: UnsafeMutablePointer<redisContext>
+
+  public init(_ address: RedisAddress, timeoutMs: Int) throws(RedisError) {
+    let timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
+    let context: UnsafeMutablePointer<redisContext>?
+    switch address.endpoint {
+    case .tcp(let ip, let port): context = redisConnectWithTimeout(ip, Int32(port), timeout)
+    case .unix(let path): context = redisConnectUnixWithTimeout(path, timeout)
+    }
+    guard let context else { throw RedisError(.disconnected, "out of memory") }
+    guard context.pointee.err == 0 else {
+      let message = withUnsafePointer(to: context.pointee.errstr) {
+        $0.withMemoryRebound(to: CChar.self, capacity: 128) { String(cString: $0) }
+      }
+      redisFree(context)
+      throw RedisError(.disconnected, "\(address): \(message)")
+    }
+    _ = redisSetTimeout(context, timeout)
+    raw = context
+  }
+
+  deinit { redisFree(raw) }
+
+  /// Sends one command and waits for its reply; an error reply throws.
+  @discardableResult
+  public func command(_ arguments: [String]) throws(RedisError) -> RedisReply {
+    let lengths = arguments.map { $0.utf8.count }
+    let copies = arguments.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    var pointers = copies.map { UnsafePointer<CChar>($0) }
+    let reply = pointers.withUnsafeMutableBufferPointer { argv in
+      lengths.withUnsafeBufferPointer { argvlen in
+        redisCommandArgv(raw, Int32(arguments.count), argv.baseAddress, argvlen.baseAddress)
+      }
+    }
+    guard let reply else {
+      let message = withUnsafePointer(to: raw.pointee.errstr) {
+        $0.withMemoryRebound(to: CChar.self, capacity: 128) { String(cString: $0) }
+      }
+      throw RedisError(.disconnected, message)
+    }
+    let typed = reply.assumingMemoryBound(to: redisReply.self)
+    defer { freeReplyObject(reply) }
+    let value = convert(typed)
+    if case .error(let message) = value { throw RedisError(.reply, message) }
+    return value
+  }
+}

@@ -1,0 +1,209 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One connection to Redis that keeps itself connected, on one loop's thread.
+///
+/// - It reconnects with capped exponential backoff and jitter.
+/// - hiredis 0.14 has no timeouts, so this has its own: a command without a
+///   reply after `timeoutMs` fails with `.timeout`, and the connection is
+///   dropped and made anew, since a reply that late means the link is not
+///   healthy (a cut cable, a proxy that stopped forwarding). A connect that
+///   does not finish in that time is dropped the same way.
+/// - `onUp` and `onDown` say when it can take commands and when it stops.
+final class RedisConnection: HiredisContextOwner {
+  typealias Handler = (Result<RedisReply, RedisError>) -> Void
+
+  let name: String
+  let address: RedisAddress
+  let loop: LibevLoop
+  let timeoutMs: Int64
+  var onUp: (() -> Void)?
+  var onDown: ((RedisError) -> Void)?
+  private(set) var isUp = false
+
+  private struct Pending {
+    var deadline: Int64
+    var handler: Handler
+  }
+
+  private var context: HiredisContext?
+  private var connectDeadline: Int64?
+  private var pending: [UInt: Pending] = [:]
+  /// Handlers that hear every message of a subscription, until the connection goes.
+  private var subscriptions: [UInt: Handler] = [:]
+  private var timedOut: Set<UInt> = []
+  private var nextTag: UInt = 1
+  private var stopped = true
+  private var backoffMs: Int64 = 0
+  private lazy var retryTimer = LoopTimer(loop: loop) { [unowned self] in connect() }
+  private lazy var deadlineTimer = LoopTimer(loop: loop) { [unowned self] in checkDeadlines() }
+
+  static let firstBackoffMs: Int64 = 100
+  static let longestBackoffMs: Int64 = 2000
+
+  init(name: String, address: RedisAddress, loop: LibevLoop, timeoutMs: Int64) {
+    self.name = name
+    self.address = address
+    self.loop = loop
+    self.timeoutMs = timeoutMs
+  }
+
+  // Pending handlers may reach objects that are going too: they are not run.
+  deinit { context?.abandon() }
+
+  func start() {
+    guard stopped else { return }
+    stopped = false
+    connect()
+  }
+
+  /// Closes the connection and stops reconnecting; pending commands fail.
+  func stop() {
+    stopped = true
+    retryTimer.cancel()
+    deadlineTimer.cancel()
+    drop(RedisError(.disconnected, "stopped"))
+  }
+
+  /// Drops the connection (pending commands fail) and reconnects.
+  func reset(_ error: RedisError) {
+    drop(error)
+  }
+
+  /// Queues a command; `handler` runs once with its reply or failure. False
+  /// (and no handler call) when the connection is not up.
+  @discardableResult
+  func send(_ arguments: [String], handler: @escaping Handler) -> Bool {
+    guard isUp, let context else { return false }
+    let tag = nextTag
+    nextTag += 1
+    guard context.send(arguments, tag: tag) else { return false }
+    pending[tag] = Pending(deadline: monotonicMs() + timeoutMs, handler: handler)
+    armDeadlines()
+    return true
+  }
+
+  /// Subscribes: `handler` gets the confirmation, then every message, as
+  /// hiredis's arrays, until the connection goes (then subscribe again).
+  @discardableResult
+  func subscribe(_ channel: String, handler: @escaping Handler) -> Bool {
+    guard isUp, let context else { return false }
+    let tag = nextTag
+    nextTag += 1
+    guard context.send(["SUBSCRIBE", channel], tag: tag) else { return false }
+    subscriptions[tag] = handler
+    return true
+  }
+
+  // MARK: hiredis's events
+
+  func contextConnected(_ id: UInt) {
+    guard id == context?.id else { return }
+    connectDeadline = nil
+    isUp = true
+    backoffMs = 0
+    if address.database != 0 {
+      // First on the wire, so everything after runs in that database.
+      send(["SELECT", String(address.database)]) { _ in }
+    }
+    onUp?()
+  }
+
+  func contextLost(_ id: UInt, _ error: RedisError) {
+    guard id == context?.id else { return }
+    context?.forget()
+    context = nil
+    lost(error)
+  }
+
+  func contextReplied(_ id: UInt, tag: UInt, _ reply: RedisReply?) {
+    if let subscription = subscriptions[tag] {
+      if let reply { subscription(.success(reply)) }
+      return
+    }
+    guard let entry = pending.removeValue(forKey: tag) else { return }
+    switch reply {
+    case .error(let message)?: entry.handler(.failure(RedisError(.reply, message)))
+    case let reply?: entry.handler(.success(reply))
+    case nil:
+      let late = timedOut.remove(tag) != nil
+      entry.handler(
+        .failure(
+          late
+            ? RedisError(.timeout, "no reply within \(timeoutMs) ms")
+            : RedisError(.disconnected, "the connection closed before the reply")))
+    }
+  }
+
+  // MARK: Internals
+
+  private func connect() {
+    guard !stopped, context == nil else { return }
+    do {
+      context = try HiredisContext(connecting: address, loop: loop, owner: self)
+      connectDeadline = monotonicMs() + timeoutMs
+      armDeadlines()
+    } catch {
+      lost(error)
+    }
+  }
+
+  /// Closes the current context ourselves (a timeout, a stop).
+  private func drop(_ error: RedisError) {
+    guard let closing = context else { return }
+    context = nil
+    // Pending handlers run inside close(), with nil replies.
+    closing.close()
+    lost(error)
+  }
+
+  private func lost(_ error: RedisError) {
+    connectDeadline = nil
+    subscriptions = [:]
+    let wasUp = isUp
+    isUp = false
+    // A context hiredis failed before connecting never ran its callbacks.
+    let orphans = pending
+    pending = [:]
+    timedOut = []
+    for (_, entry) in orphans { entry.handler(.failure(error)) }
+    if wasUp { onDown?(error) }
+    guard !stopped else { return }
+    backoffMs = min(
+      Self.longestBackoffMs, backoffMs == 0 ? Self.firstBackoffMs : backoffMs * 2)
+    // Full jitter keeps instances that lost Redis together from returning together.
+    retryTimer.schedule(afterMs: Int64.random(in: backoffMs / 2...backoffMs))
+  }
+
+  private func armDeadlines() {
+    let earliest = pending.values.map(\.deadline).min()
+    guard let next = [earliest, connectDeadline].compactMap({ $0 }).min() else {
+      deadlineTimer.cancel()
+      return
+    }
+    deadlineTimer.schedule(afterMs: next - monotonicMs())
+  }
+
+  private func checkDeadlines() {
+    let now = monotonicMs()
+    if let connectDeadline, connectDeadline <= now {
+      drop(RedisError(.timeout, "\(name): no connection within \(timeoutMs) ms"))
+      return
+    }
+    let late = pending.filter { $0.value.deadline <= now }.map(\.key)
+    if !late.isEmpty {
+      timedOut.formUnion(late)
+      drop(RedisError(.timeout, "\(name): no reply within \(timeoutMs) ms"))
+      return
+    }
+    armDeadlines()
+  }
+}
+
+/// Milliseconds on a clock that never steps, for deadlines.
+func monotonicMs() -> Int64 {
+  var spec = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &spec)
+  return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

@@ -1,0 +1,60 @@
+/// Every way talking to Redis fails, as one type: hiredis's error codes and
+/// Redis's error replies are turned into it in one place (`HiredisBridge`),
+/// so callers match on `kind` and show `description`.
+public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
+  public enum Kind: String, Equatable, Sendable {
+    /// The address cannot be used (not an IP address, a bad port, a bad URL).
+    case badAddress
+    /// No connection, or it broke before the reply came.
+    case disconnected
+    /// Our own deadline for a reply passed (hiredis 0.14 has none of its own).
+    case timeout
+    /// Redis answered with an error reply.
+    case reply
+    /// The reply was not what the caller expected.
+    case protocolViolation
+  }
+
+  public let kind: Kind
+  public let message: String
+
+  public init(_ kind: Kind, _ message: String) {
+    self.kind = kind
+    self.message = message
+  }
+
+  public var description: String {
+    switch kind {
+    case .badAddress: "bad Redis address: \(message)"
+    case .disconnected: "Redis is unreachable: \(message)"
+    case .timeout: "Redis did not answer in time: \(message)"
+    case .reply: "Redis refused: \(message)"
+    case .protocolViolation: "unexpected answer from Redis: \(message)"
+    }
+  }
+}
+
+/// A reply from Redis as a Swift value, copied out of hiredis's reply object
+/// before hiredis frees it.
+public enum RedisReply: Equatable, Sendable {
+  case string(String)
+  case status(String)
+  case integer(Int64)
+  case array([RedisReply])
+  case null
+  case error(String)
+
+  /// The text of a bulk string or status reply.
+  public var text: String? {
+    switch self {
+    case .string(let text), .status(let text): text
+    case .integer(let value): String(value)
+    default: nil
+    }
+  }
+
+  public var elements: [RedisReply]? {
+    if case .array(let elements) = self { return elements }
+    return nil
+  }
+}

@@ -1,0 +1,137 @@
+import CountdownCore
+import Foundation
+import Testing
+
+@testable import RedisCluster
+
+@Suite struct FunctionLibraryTests {
+  /// The binary carries the library as a string: it must be countdown.lua as committed.
+  @Test func embeddedSourceIsTheLuaFile() throws {
+    let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .appendingPathComponent("../../Sources/RedisCluster/countdown.lua")
+    let text = try String(contentsOf: file, encoding: .utf8)
+    #expect(
+      FunctionLibrary.source + "\n" == text,
+      "run scripts/embed-lua after editing countdown.lua")
+  }
+
+  /// Records to start from, relative to now: every phase, and a run whose deadline has passed.
+  static func bases(at t: Int64) -> [(String, SessionRecord)] {
+    [
+      ("idle", SessionRecord(revision: 3)),
+      ("finished", SessionRecord(phase: .finished, duration: 5, finishedLabel: "bye", revision: 4)),
+      (
+        "running", SessionRecord(phase: .running, duration: 60, endsAt: t + 40_000, revision: 5)
+      ),
+      (
+        "running past its deadline",
+        SessionRecord(phase: .running, duration: 5, endsAt: t - 20_000, revision: 6)
+      ),
+      (
+        "paused",
+        SessionRecord(
+          phase: .paused, duration: 90, remainingMs: 30_500, finishedLabel: "fin", revision: 7)
+      ),
+    ]
+  }
+
+  static let commands: [SessionCommand] = [
+    .start(.seconds(5), finishedLabel: nil), .start(.seconds(1), finishedLabel: "倒計時 結束"),
+    .start(.seconds(86_400), finishedLabel: nil), .start(.seconds(0), finishedLabel: nil),
+    .start(.seconds(86_401), finishedLabel: nil), .start(.until(-1), finishedLabel: nil),
+    .cancel, .pause, .resume, .adjust(seconds: 60), .adjust(seconds: -60),
+    .adjust(seconds: -86_400), .adjust(seconds: 86_400), .adjust(seconds: 0),
+    .adjust(seconds: 86_401), .adjust(seconds: -86_401),
+  ]
+
+  /// Every command on every phase: the function's record or error is
+  /// exactly `SessionRecord.applying`'s at the function's own time.
+  @Test func functionMirrorsSessionRecordApplying() throws {
+    let redis = try RedisProcess()
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    var cases = 0
+    for (name, base) in Self.bases(at: now()) {
+      // Deadlines far enough either side of now that the few ms between
+      // here and Redis's TIME cannot change an answer.
+      var commands = Self.commands
+      let t = now()
+      commands += [
+        .start(.until(t + 500), finishedLabel: nil), .start(.until(t + 5000), finishedLabel: nil),
+        .start(.until(t + 2_592_000_000 - 5000), finishedLabel: nil),
+        .start(.until(t + 2_592_000_000 + 5000), finishedLabel: nil),
+        .adjust(seconds: -40), .adjust(seconds: -31),
+      ]
+      // A pause or adjust that would leave over 30 days is refused.
+      for command in commands {
+        cases += 1
+        try client.command(["DEL", "countdown:s:mirror"])
+        let (op, first, second, label) = RedisSequencer.arguments(of: command)
+        let reply = try client.command(
+          [
+            "FCALL", "countdown_command", "3", "countdown:s:mirror", "countdown:epoch",
+            "countdown:pos", "E", "countdown:test", "mirror", op, first, second, label,
+          ] + RecordMessage.arguments(of: base))
+        let parts = reply.elements?.compactMap(\.text) ?? []
+        let local = now()
+        let expected = base.applying(command, at: local)
+        switch (parts.first, expected) {
+        case ("ok", .success(var record)):
+          let message = try #require(RecordMessage.parse(parts[1]))
+          let at = message.record.updatedAt
+          #expect(abs(at - local) < 1000)
+          guard case .success(let exact) = base.applying(command, at: at) else {
+            Issue.record("\(name), \(command): Swift refuses at the function's time")
+            continue
+          }
+          record = exact
+          record.seq = message.record.seq
+          #expect(message.record == record, "\(name), \(command)")
+        case ("rejected", .failure(let code)):
+          #expect(parts[1] == code.rawValue, "\(name), \(command)")
+        default:
+          Issue.record("\(name), \(command): Redis says \(parts), Swift says \(expected)")
+        }
+      }
+    }
+    #expect(cases > 100)
+  }
+
+  /// Two starts in a row: one ok, one busy; the revision counts the one.
+  @Test func secondStartIsBusy() throws {
+    let redis = try RedisProcess()
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    var answers: [String] = []
+    for _ in 0..<2 {
+      let reply = try client.command(
+        [
+          "FCALL", "countdown_command", "3", "countdown:s:x", "countdown:epoch", "countdown:pos",
+          "E", "countdown:test", "x", "start", "seconds", "5", "",
+        ] + RecordMessage.arguments(of: SessionRecord()))
+      answers.append(reply.elements?.compactMap(\.text).joined(separator: " ") ?? "")
+    }
+    #expect(answers[0].hasPrefix("ok E 1 x 1 "))
+    #expect(answers[1] == "rejected busy")
+    #expect(try client.command(["HGET", "countdown:s:x", "revision"]).text == "1")
+  }
+
+  /// A call that reaches Redis after its caller's deadline changes nothing.
+  @Test func lateCallIsExpired() throws {
+    let redis = try RedisProcess()
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    func start(deadline: Int64) throws -> String {
+      let reply = try client.command(
+        [
+          "FCALL", "countdown_command", "3", "countdown:s:late", "countdown:epoch",
+          "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
+        ] + RecordMessage.arguments(of: SessionRecord()) + [String(deadline)])
+      return reply.elements?.first?.text ?? ""
+    }
+    #expect(try start(deadline: now() - 1000) == "expired")
+    #expect(try client.command(["EXISTS", "countdown:s:late"]) == .integer(0))
+    #expect(try client.command(["GET", "countdown:pos"]) == .null)
+    #expect(try start(deadline: now() + 1000) == "ok")
+  }
+}

@@ -1,0 +1,177 @@
+import CountdownCore
+import Foundation
+import Testing
+
+@testable import RedisCluster
+
+/// A real redis-server of the test's own, on a unix socket in a fresh
+/// directory, so tests never race for a TCP port. `stop()` and `start()`
+/// again keep the directory (and with AOF, the data).
+final class RedisProcess {
+  let directory: String
+  let appendOnly: Bool
+  private var pid: pid_t?
+
+  var socket: String { directory + "/redis.sock" }
+  var address: RedisAddress { RedisAddress(endpoint: .unix(path: socket)) }
+
+  init(appendOnly: Bool = false) throws {
+    directory = NSTemporaryDirectory() + "redis-cluster-" + UUID().uuidString
+    self.appendOnly = appendOnly
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    try start()
+  }
+
+  deinit {
+    stop()
+    try? FileManager.default.removeItem(atPath: directory)
+  }
+
+  /// Starts the server and returns once it says it accepts connections.
+  /// posix_spawn and waitpid rather than Foundation's Process, whose
+  /// waitUntilExit can hang on Linux.
+  func start() throws {
+    var pipe: [Int32] = [0, 0]
+    guard Glibc.pipe(&pipe) == 0 else { throw RedisError(.disconnected, "pipe failed") }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+    posix_spawn_file_actions_addclose(&actions, pipe[0])
+    let arguments = [
+      "redis-server", "--port", "0", "--unixsocket", socket, "--dir", directory, "--save", "",
+      "--appendonly", appendOnly ? "yes" : "no", "--appendfsync", "always",
+    ]
+    // Test threads block signals, and a child inherits the mask: without
+    // this, Redis would never see SIGTERM.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+    defer { posix_spawnattr_destroy(&attributes) }
+    var argv = arguments.map { strdup($0) } + [nil]
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, "/usr/bin/redis-server", &actions, &attributes, &argv, environ)
+    argv.forEach { free($0) }
+    posix_spawn_file_actions_destroy(&actions)
+    close(pipe[1])
+    guard spawned == 0 else { throw RedisError(.disconnected, "cannot start redis-server") }
+    self.pid = pid
+    // Redis logs to stdout; its "ready" line is the event to wait for. Then
+    // a thread keeps draining the pipe so Redis never blocks on its log.
+    let reader = pipe[0]
+    var seen = ""
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while !seen.contains("ready to accept connections") {
+      let count = read(reader, &buffer, buffer.count)
+      guard count > 0 else {
+        close(reader)
+        throw RedisError(.disconnected, "redis-server exited: \(seen)")
+      }
+      seen += String(decoding: buffer[0..<count], as: UTF8.self)
+    }
+    Thread.detachNewThread {
+      var sink = [UInt8](repeating: 0, count: 4096)
+      while read(reader, &sink, sink.count) > 0 {}
+      close(reader)
+    }
+  }
+
+  /// SIGTERM and wait; or SIGKILL for a crash.
+  func stop(signal: Int32 = SIGTERM) {
+    guard let pid else { return }
+    kill(pid, signal)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    self.pid = nil
+  }
+
+  func blocking() throws -> BlockingRedis { try BlockingRedis(address, timeoutMs: 2000) }
+}
+
+/// A viewer that reads every frame the hub has for it.
+struct Viewer {
+  let id: ConnectionID
+  var state: [String: Any] = [:]
+  var messages: [[String: Any]] = []
+  var seq: Int64 = 0
+
+  init(_ hub: Hub, _ session: String, key: String? = nil, since: UInt64? = nil) {
+    guard case .joined(let id) = hub.connect(session: session, key: key, since: since, now: now())
+    else {
+      Issue.record("join refused")
+      self.id = -1
+      return
+    }
+    self.id = id
+  }
+
+  mutating func read(_ hub: Hub) {
+    while let frame = hub.nextFrame(for: id, now: now()) {
+      guard let parsed = try? JSONSerialization.jsonObject(with: Data(frame)),
+        let message = parsed as? [String: Any]
+      else { continue }
+      messages.append(message)
+      if let seq = message["seq"] as? Int64 { self.seq = seq }
+      if message["type"] as? String == "snapshot", let state = message["state"] as? [String: Any] {
+        self.state = state
+      }
+      if message["type"] as? String == "patch", let patch = message["patch"] as? [String: Any] {
+        for (field, value) in patch {
+          if value is NSNull { state[field] = nil } else { state[field] = value }
+        }
+      }
+    }
+  }
+
+  var hasSnapshot: Bool { messages.contains { $0["type"] as? String == "snapshot" } }
+
+  func reply(_ id: Int) -> [String: Any]? {
+    messages.last {
+      ($0["type"] as? String == "ack" || $0["type"] as? String == "error")
+        && ($0["id"] as? Int) == id
+    }
+  }
+
+  func send(_ hub: Hub, _ json: String) {
+    hub.receive(Array(json.utf8), from: id, now: now())
+  }
+}
+
+func now() -> Int64 { SystemClock().nowMilliseconds() }
+
+/// One "instance": a hub and its sequencer, on the test's loop and thread.
+final class Instance {
+  let hub: Hub
+  let sequencer: RedisSequencer
+
+  init(
+    _ redis: RedisProcess, loop: LibevLoop, epoch: String, control: ControlMode = .open,
+    timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000, heartbeatTTLMs: Int64 = 3000
+  ) {
+    var settings = RedisSequencer.Settings(address: redis.address, epoch: epoch)
+    settings.timeoutMs = timeoutMs
+    settings.checkIntervalMs = checkIntervalMs
+    settings.heartbeatTTLMs = heartbeatTTLMs
+    // On one thread the hub can be called at once; the server posts instead.
+    sequencer = RedisSequencer(settings: settings) { $0() }
+    var config = HubConfig()
+    config.control = control
+    hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
+    sequencer.hub = hub
+    sequencer.start(on: loop)
+  }
+
+  deinit { sequencer.stop() }
+}
+
+/// Runs the loop until `done`, failing the test after `seconds`.
+func waitFor(
+  _ loop: LibevLoop, seconds: Int64 = 10, _ what: String,
+  sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool
+) {
+  if !loop.run(timeoutMs: seconds * 1000, until: done) {
+    Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
+  }
+}
