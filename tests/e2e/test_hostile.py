@@ -1447,7 +1447,9 @@ async def test_no_data_after_the_servers_close(hammered):
     ws, _ = await raw_join(hammered, sid())
     start = encode_frame(OP_TEXT, b'{"op":"start","seconds":30,"id":1}')
     await ws.send_raw(start + encode_frame(OP_TEXT, b"{}", rsv=4))
-    assert await ws.wait_closed(10), "server did not close after the RSV error"
+    # lws waits 5 s for the client's Close before hanging up; on this shared server,
+    # loaded by the suite's storms, that wait has been seen to end late.
+    assert await ws.wait_closed(20), "server did not close after the RSV error"
     frames = await ws.frames_left()
     closes = [i for i, (_, op, _) in enumerate(frames) if op == OP_CLOSE]
     assert closes, f"no Close frame: {frames}"
