@@ -24,6 +24,7 @@ export const CONTRACT = Object.freeze({
     "invalidPayload": 1007,
     "policyViolation": 1008,
     "messageTooBig": 1009,
+    "internalError": 1011,
     "tryAgainLater": 1013
   },
   "noRetryReason": "no-retry"

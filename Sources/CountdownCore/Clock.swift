@@ -9,15 +9,23 @@
 public protocol WallClock: Sendable {
   /// Milliseconds since the Unix epoch: the unit of `endsAt` and `serverTime`.
   func nowMilliseconds() -> Int64
+  /// The same clock in microseconds, for arming timers to the deadline.
+  func nowMicroseconds() -> Int64
+}
+
+extension WallClock {
+  public func nowMicroseconds() -> Int64 { nowMilliseconds() * 1000 }
 }
 
 /// The system's real-time clock, the one browsers compare `endsAt` against.
 public struct SystemClock: WallClock {
   public init() {}
 
-  public func nowMilliseconds() -> Int64 {
+  public func nowMilliseconds() -> Int64 { nowMicroseconds() / 1000 }
+
+  public func nowMicroseconds() -> Int64 {
     var spec = timespec()
     clock_gettime(CLOCK_REALTIME, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
   }
 }

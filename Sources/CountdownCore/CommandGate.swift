@@ -6,6 +6,8 @@ public enum CloseCode: UInt16, Sendable, CaseIterable {
   case invalidPayload = 1007
   case policyViolation = 1008
   case messageTooBig = 1009
+  /// Only the test-only echo route sends it, for a connection it lost track of.
+  case internalError = 1011
   case tryAgainLater = 1013
 }
 

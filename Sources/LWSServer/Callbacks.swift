@@ -58,10 +58,10 @@ private func request(of wsi: OpaquePointer) -> UpgradeRequest {
     version: header(wsi, WSI_TOKEN_VERSION), key: header(wsi, WSI_TOKEN_KEY))
 }
 
-private func close(_ wsi: OpaquePointer, code: UInt16, reason: String) -> Int32 {
+private func close(_ wsi: OpaquePointer, code: CloseCode, reason: String) -> Int32 {
   server(of: wsi).closing(wsi, code: code, reason: reason)
   var bytes = Array(reason.utf8.prefix(120))
-  lws_close_reason(wsi, lws_close_status(UInt32(code)), &bytes, bytes.count)
+  lws_close_reason(wsi, lws_close_status(UInt32(code.rawValue)), &bytes, bytes.count)
   return -1
 }
 
@@ -113,7 +113,9 @@ func countdownCallback(
       outcome = server.echoReceived(
         wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi) != 0, isLast: isLast)
     case let value where value > 0:
-      if binary { return close(wsi, code: 1003, reason: "binary frames are not accepted") }
+      if binary {
+        return close(wsi, code: .unsupportedData, reason: "binary frames are not accepted")
+      }
       outcome = server.received(
         chunk, from: value - 1, announcedRemaining: lws_remaining_packet_payload(wsi),
         isLast: isLast)

@@ -6,14 +6,14 @@ enum ChunkOutcome: Equatable {
   case buffered
   case delivered
   /// Close the connection with this WebSocket status.
-  case close(code: UInt16, reason: String)
+  case close(code: CloseCode, reason: String)
 }
 
 /// What the writable callback should do after writing.
 enum WriteOutcome: Equatable {
   case keepOpen
   /// Close with this WebSocket status (after the frame, if any, was written).
-  case close(code: UInt16, reason: String)
+  case close(code: CloseCode, reason: String)
   /// Hang up at once (the write failed).
   case fail
 }
@@ -77,7 +77,7 @@ extension CountdownServer {
     guard partialMessages[slot].count + chunk.count + announcedRemaining <= config.maxMessageBytes
     else {
       partialMessages[slot] = []
-      return .close(code: 1009, reason: "message over \(config.maxMessageBytes) bytes")
+      return .close(code: .messageTooBig, reason: "message over \(config.maxMessageBytes) bytes")
     }
     partialMessages[slot].append(contentsOf: chunk)
     guard isLast else { return .buffered }
@@ -85,9 +85,7 @@ extension CountdownServer {
     partialMessages[slot].removeAll(keepingCapacity: false)
     let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
-    if case .close(let code, let reason) = outcome {
-      return .close(code: code.rawValue, reason: reason)
-    }
+    if case .close(let code, let reason) = outcome { return .close(code: code, reason: reason) }
     return .delivered
   }
 
@@ -100,7 +98,7 @@ extension CountdownServer {
   /// lws says `id` may be written: send one frame, and ask again if more waits.
   func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
     waitingSince[Int(id)] = 0
-    if stopping { return .close(code: 1001, reason: "server shutting down") }
+    if stopping { return .close(code: .goingAway, reason: "server shutting down") }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
     // tick; the hub's backlog is finite (one merged patch, 64 replies).
@@ -122,7 +120,7 @@ extension CountdownServer {
   func writableRefused(_ wsi: OpaquePointer) -> WriteOutcome {
     guard let (_, code) = refusals[wsi] else { return .fail }
     guard write(hub.refusalFrame(code), to: wsi, binary: false) else { return .fail }
-    return .close(code: 1013, reason: "try again later")
+    return .close(code: .tryAgainLater, reason: "try again later")
   }
 
   func closed(_ id: ConnectionID) {
@@ -196,10 +194,10 @@ extension CountdownServer {
     _ wsi: OpaquePointer, _ chunk: UnsafeRawBufferPointer, binary: Bool, isFirst: Bool,
     isLast: Bool
   ) -> ChunkOutcome {
-    guard var state = echoes[wsi] else { return .close(code: 1011, reason: "unknown") }
+    guard var state = echoes[wsi] else { return .close(code: .internalError, reason: "unknown") }
     if isFirst { state.partialIsBinary = binary }
     guard state.partial.count + chunk.count <= config.echoMaxMessageBytes else {
-      return .close(code: 1009, reason: "message too large")
+      return .close(code: .messageTooBig, reason: "message too large")
     }
     state.partial.append(contentsOf: chunk)
     if isLast {
@@ -212,7 +210,7 @@ extension CountdownServer {
   }
 
   func echoWritable(_ wsi: OpaquePointer) -> WriteOutcome {
-    if stopping { return .close(code: 1001, reason: "server shutting down") }
+    if stopping { return .close(code: .goingAway, reason: "server shutting down") }
     guard var state = echoes[wsi], !state.outgoing.isEmpty else { return .keepOpen }
     let next = state.outgoing.removeFirst()
     echoes[wsi] = state

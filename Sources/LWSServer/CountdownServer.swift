@@ -456,7 +456,7 @@ public final class CountdownServer {
       timer.cancel()
       return
     }
-    timer.schedule(afterMicroseconds: due * 1000 - nowMicroseconds())
+    timer.schedule(afterMicroseconds: due * 1000 - clock.nowMicroseconds())
   }
 
   private func timerDidFire() {
@@ -465,12 +465,6 @@ public final class CountdownServer {
     hub.advance(now: now)
     if !stopping { sweepIfDue(now: now, force: false) }
     flush(writingNow: !stopping)
-  }
-
-  private func nowMicroseconds() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
   }
 
   // MARK: C structures that must outlive the context

@@ -1,3 +1,4 @@
+import CountdownCore
 import Observability
 
 /// An HTTP answer the server writes itself.
@@ -37,13 +38,17 @@ extension CountdownServer {
   // MARK: Close codes, for countdown_connections_closed_total
 
   /// The server is closing `wsi` with `code`; the first code on a connection counts.
-  func closing(_ wsi: OpaquePointer, code: UInt16, reason: String) {
+  func closing(_ wsi: OpaquePointer, code: CloseCode, reason: String) {
     guard closeCodes[wsi] == nil else { return }
-    closeCodes[wsi] = NetworkStats.label(forCode: code)
-    if code == 1008 {
-      Logger.shared.warn("flood_closed", ["code": LogValue(code), "reason": LogValue(reason)])
-    } else if code != 1001 {
-      Logger.shared.info("connection_closed", ["code": LogValue(code), "reason": LogValue(reason)])
+    closeCodes[wsi] = NetworkStats.label(forCode: code.rawValue)
+    switch code {
+    case .policyViolation:
+      Logger.shared.warn(
+        "flood_closed", ["code": LogValue(code.rawValue), "reason": LogValue(reason)])
+    case .goingAway: break
+    default:
+      Logger.shared.info(
+        "connection_closed", ["code": LogValue(code.rawValue), "reason": LogValue(reason)])
     }
   }
 
