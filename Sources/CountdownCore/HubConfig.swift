@@ -60,7 +60,8 @@ struct TokenBucket: Sendable {
 }
 
 /// A controller key: 128 random bits from the system CSPRNG, held as bits (16
-/// bytes, no allocation) and shown as 32 hex digits. Compared in constant time.
+/// bytes, no allocation) and shown as 32 hex digits. Kept and compared as a
+/// `KeyHash`.
 public struct ControllerKey: Equatable, Sendable {
   private let bits: UInt128
 
@@ -77,16 +78,5 @@ public struct ControllerKey: Equatable, Sendable {
   static func hex<T: FixedWidthInteger & UnsignedInteger>(_ value: T) -> String {
     let digits = String(value, radix: 16)
     return String(repeating: "0", count: T.bitWidth / 4 - digits.count) + digits
-  }
-
-  /// True when `offered` is this key's hex form; the time taken depends only on its length.
-  public func matches(_ offered: String) -> Bool {
-    let a = Array(offered.utf8)
-    let b = Array(hex.utf8)
-    var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-    for index in 0..<b.count {
-      difference |= (index < a.count ? a[index] : 0) ^ b[index]
-    }
-    return difference == 0
   }
 }

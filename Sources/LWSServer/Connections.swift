@@ -96,13 +96,17 @@ extension CountdownServer {
   }
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
-  func writable(_ wsi: OpaquePointer, connection id: ConnectionID) -> WriteOutcome {
+  func writable(
+    _ wsi: OpaquePointer, connection id: ConnectionID, now: Int64? = nil
+  ) -> WriteOutcome {
+    // Read once per frame; a tick's direct writes pass the time they all share.
+    let now = now ?? clock.nowMilliseconds()
     waitingSince[Int(id)] = 0
     if stopping { return .close(code: .goingAway, reason: "server shutting down") }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
     // tick; the hub's backlog is finite (one merged patch, 64 replies).
-    if let frame = hub.nextFrame(for: id, now: clock.nowMilliseconds()) {
+    if let frame = hub.nextFrame(for: id, now: now) {
       guard write(frame, to: wsi, binary: false) else { return .fail }
     } else if pingDue[Int(id)] {
       pingDue[Int(id)] = false
@@ -111,7 +115,7 @@ extension CountdownServer {
       return .keepOpen
     }
     if pingDue[Int(id)] || hub.hasPending(id) {
-      markWaiting(id, wsi, now: clock.nowMilliseconds())
+      markWaiting(id, wsi, now: now)
     }
     return .keepOpen
   }

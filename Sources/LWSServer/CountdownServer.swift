@@ -416,7 +416,7 @@ public final class CountdownServer {
     // After the drain: writing asks the hub for each frame.
     for connection in writeNow {
       guard let wsi = sockets[Int(connection)] else { continue }
-      if writable(wsi, connection: connection) == .fail {
+      if writable(wsi, connection: connection, now: now) == .fail {
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
     }
