@@ -134,7 +134,6 @@ public final class CountdownServer {
     info.iface = retain(config.host)
     info.protocols = UnsafePointer(makeProtocols())
     info.mounts = UnsafePointer(makeMounts())
-    info.pvo = UnsafePointer(makeProtocolOptions())
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
     info.timeout_secs = UInt32(config.headerTimeoutSeconds)
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
@@ -495,7 +494,11 @@ public final class CountdownServer {
     // Client messages are small and reassembled across reads anyway; lws's
     // default 4 KiB per connection would double the memory of each viewer.
     countdown.rx_buffer_size = 512
-    return retain([http, countdown, lws_protocols()])
+    // Ours comes first, so a client that names no subprotocol is ours: lws
+    // binds it to index 0 until its deferred protocol init has run, and on a
+    // busy libev loop that can be after the first upgrade (a pvo "default"
+    // only takes effect then).
+    return retain([countdown, http, lws_protocols()])
   }
 
   private func makeMounts() -> UnsafeMutablePointer<lws_http_mount> {
@@ -539,18 +542,6 @@ public final class CountdownServer {
       head = retain([mount])
     }
     return head!
-  }
-
-  /// Binds a client that names no subprotocol to ours rather than to "http".
-  private func makeProtocolOptions() -> UnsafeMutablePointer<lws_protocol_vhost_options> {
-    var isDefault = lws_protocol_vhost_options()
-    isDefault.name = retain("default")
-    isDefault.value = retain("1")
-    var countdown = lws_protocol_vhost_options()
-    countdown.name = retain(Self.subprotocol)
-    countdown.options = UnsafePointer(retain([isDefault]))
-    countdown.value = retain("")
-    return retain([countdown])
   }
 
   /// lws's own keepalive is switched off (both values 0). It re-arms a timer

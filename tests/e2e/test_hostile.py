@@ -1369,7 +1369,7 @@ async def test_echo_route_is_off_by_default(hammered, fresh_server):
     ws = await RawWS.open(srv.host, srv.port, "/echo", subprotocol=None)
     assert ws.status == 101
     await ws.send_frame(OP_TEXT, b"hello")
-    assert await ws.recv_message() == "hello"
+    assert await ws.recv_message() == "hello", srv.stderr()
     await ws.send_frame(OP_BINARY, b"\x00\xff")
     assert await ws.recv_message() == b"\x00\xff"
     ws.close()

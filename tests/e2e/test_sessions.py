@@ -4,9 +4,12 @@ timing, commands, acks, viewers and subprotocols."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 
 from cdclient import Client, norm_state, now_ms, run_async, settle
+from serverproc import start_server
 
 FINISHED = "Countdown finished"
 TICK_TOLERANCE_MS = 100
@@ -440,3 +443,28 @@ async def test_no_subprotocol_works_like_countdown_v1(server, session_id):
     await d.expect_error("{", "bad_json", id=None)
     for cl in (a, b, c, d):
         await cl.close()
+
+
+@run_async
+async def test_no_subprotocol_is_ours_from_the_first_connection():
+    """A client naming no subprotocol is served countdown.v1 even as the first connection
+    of a server whose loop is busy: lws binds it to protocol index 0 until its deferred
+    protocol init has run, which on libev can come after that first upgrade."""
+    # Two busy processes make it likely that the upgrade is serviced before lws's init.
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]
+    try:
+        for _ in range(8):
+            srv = start_server("--data", ":memory:")
+            try:
+                c = await Client.connect(srv.ws_url(new_id()), subprotocols=None, name="first")
+                assert c.snapshot["state"]["phase"] == "idle"
+                await c.command({"op": "start", "seconds": 30})
+                await c.close()
+            finally:
+                srv.stop_and_check()
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
