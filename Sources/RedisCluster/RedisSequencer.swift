@@ -55,6 +55,8 @@ public final class RedisSequencer: CommandSequencer {
 
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
+  /// Every instance's heartbeat: a sorted set scored by when it stops counting.
+  static let instancesKey = "countdown:instances"
   static func sessionKey(_ session: String) -> String { "countdown:s:\(session)" }
   static func viewerKey(_ session: String) -> String { "countdown:v:\(session)" }
   /// Pub/Sub ignores the database number, so the channel carries it.
@@ -107,8 +109,10 @@ public final class RedisSequencer: CommandSequencer {
   /// When the probe now on its way through the channel was sent.
   private var probeSentAt: Int64?
   private var viewerRounds = 0
-  /// This instance's name in the viewer hashes and its heartbeat key.
+  /// This instance's name in the viewer hashes and the instance set.
   public let instance = Hub.randomEpoch()
+  /// The instances whose heartbeat had expired at the last heartbeat.
+  private var expiredInstances: Set<String> = []
   /// By session: the count this instance last sent, and the last sum heard.
   private var sentViewers: [String: Int] = [:]
   private var viewerSums: [String: Int] = [:]
@@ -349,33 +353,59 @@ public final class RedisSequencer: CommandSequencer {
 
   // MARK: Viewer counts
 
-  /// Sends the counts that changed here, and about once a second refreshes
-  /// those of sessions watched elsewhere too, so that the counts of an
-  /// instance whose heartbeat expired drop out of the sum. Runs on the
-  /// hub's thread (the loop's), so it reads the hub directly.
+  /// Sends the counts that changed here, and about once a second beats the
+  /// heartbeat. Runs on the hub's thread (the loop's), so it reads the hub
+  /// directly.
   private func pushViewers() {
     viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
     guard isConnected, let hub else { return }
     viewerRounds += 1
-    let refresh = viewerRounds % max(1, Int(1000 / max(1, settings.viewerIntervalMs))) == 0
-    let ttl = String(settings.heartbeatTTLMs)
-    if refresh {
-      commands.send(["SET", "countdown:i:\(instance)", "1", "PX", ttl]) { _ in }
+    if viewerRounds % max(1, Int(1000 / max(1, settings.viewerIntervalMs))) == 0 {
+      heartbeat()
     }
     for (session, entry) in open where !entry.loading {
       let local = hub.localViewers(of: session) ?? 0
-      let stale = refresh && (viewerSums[session] ?? local) != local
-      guard local != sentViewers[session] || stale else { continue }
-      sentViewers[session] = local
-      let arguments = [
-        "FCALL", "countdown_viewers", "1", Self.viewerKey(session), instance, String(local),
-        channel, session, ttl,
-      ]
-      commands.send(arguments) { [weak self] result in
-        guard case .success(.array(let parts)) = result, parts.count == 2,
-          case .integer(let sum) = parts[0], case .integer(let version) = parts[1]
-        else { return }
-        self?.showViewers(session, sum: Int(sum), version: version)
+      guard local != sentViewers[session] else { continue }
+      sendViewers(session, local)
+    }
+  }
+
+  private func sendViewers(_ session: String, _ local: Int) {
+    sentViewers[session] = local
+    let arguments = [
+      "FCALL", "countdown_viewers", "2", Self.viewerKey(session), Self.instancesKey, instance,
+      String(local), channel, session, String(settings.heartbeatTTLMs),
+    ]
+    commands.send(arguments) { [weak self] result in
+      guard case .success(.array(let parts)) = result, parts.count == 2,
+        case .integer(let sum) = parts[0], case .integer(let version) = parts[1]
+      else { return }
+      self?.showViewers(session, sum: Int(sum), version: version)
+    }
+  }
+
+  /// One call a second, whatever the session count. When this instance's own
+  /// heartbeat had lapsed (a stalled link), others may have dropped its counts:
+  /// it sends them all again. When another instance's has newly expired, the
+  /// sums that counted it are recounted here (each live instance does the same;
+  /// the sum's version orders the answers).
+  private func heartbeat() {
+    let arguments = [
+      "FCALL", "countdown_heartbeat", "1", Self.instancesKey, instance,
+      String(settings.heartbeatTTLMs),
+    ]
+    commands.send(arguments) { [weak self] result in
+      guard let self, let hub, case .success(.array(let parts)) = result, parts.count == 2,
+        case .integer(let lapsed) = parts[0], let list = parts[1].elements
+      else { return }
+      let expired = Set(list.compactMap(\.text))
+      let newlyExpired = !expired.subtracting(expiredInstances).isEmpty
+      expiredInstances = expired
+      guard lapsed == 1 || newlyExpired else { return }
+      for (session, entry) in open where !entry.loading {
+        let local = hub.localViewers(of: session) ?? 0
+        let countsOthers = (viewerSums[session] ?? local) != local
+        if lapsed == 1 || countsOthers { sendViewers(session, local) }
       }
     }
   }

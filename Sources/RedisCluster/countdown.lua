@@ -215,16 +215,28 @@ local function open(keys, args)
 end
 
 -- Viewer counts, cluster-wide: each instance keeps its own count of a
--- session's viewers in the session's viewer hash (field: the instance id)
--- and a heartbeat key with a TTL; the counts of an instance whose heartbeat
--- expired stop counting (and are removed). The sum is published when it
--- changes, so every instance can show it.
--- KEYS: 1 the session's viewer hash. ARGV: instance id, its count, channel,
--- session, heartbeat TTL (ms). Returns {sum, version}: the version orders
--- sums that reach an instance both as replies and as messages.
+-- session's viewers in the session's viewer hash (field: the instance id),
+-- and its heartbeat in the instance set, a sorted set scored by the Redis
+-- time (ms) until which the instance counts. The counts of an instance whose
+-- heartbeat expired stop counting (and are removed). The sum is published
+-- when it changes, so every instance can show it. Every key is declared.
+
+-- How long an expired instance stays in the set: long enough for every live
+-- instance's heartbeat to have seen it expire.
+local FORGET_INSTANCE_MS = 60000
+
+local function beat(set, instance, ttl, at)
+  redis.call('ZADD', set, int(at + tonumber(ttl)), instance)
+end
+
+-- KEYS: 1 the session's viewer hash, 2 the instance set. ARGV: instance id,
+-- its count, channel, session, heartbeat TTL (ms). Returns {sum, version}:
+-- the version orders sums that reach an instance both as replies and as
+-- messages.
 local function viewers(keys, args)
   local instance, count, channel, session = args[1], tonumber(args[2]), args[3], args[4]
-  redis.call('SET', 'countdown:i:' .. instance, '1', 'PX', args[5])
+  local at = now_ms()
+  beat(keys[2], instance, args[5], at)
   if count > 0 then
     redis.call('HSET', keys[1], instance, int(count))
   else
@@ -238,10 +250,13 @@ local function viewers(keys, args)
       -- the version, not an instance
     elseif h[i] == '~' then
       before = tonumber(h[i + 1])
-    elseif redis.call('EXISTS', 'countdown:i:' .. h[i]) == 1 then
-      sum = sum + tonumber(h[i + 1])
     else
-      redis.call('HDEL', keys[1], h[i])
+      local deadline = redis.call('ZSCORE', keys[2], h[i])
+      if deadline and tonumber(deadline) >= at then
+        sum = sum + tonumber(h[i + 1])
+      else
+        redis.call('HDEL', keys[1], h[i])
+      end
     end
   end
   if sum ~= before then
@@ -254,6 +269,25 @@ local function viewers(keys, args)
   return {sum, version}
 end
 
+-- An instance's heartbeat, about once a second. KEYS: 1 the instance set.
+-- ARGV: instance id, TTL (ms). Returns {lapsed, expired}: lapsed is 1 when
+-- this instance's own heartbeat had expired (others may have dropped its
+-- counts, so it sends them again); expired lists the instances whose
+-- heartbeat has, so the caller recounts the sessions they watched. Steady
+-- state costs one call a second per instance, whatever the session count.
+local function heartbeat(keys, args)
+  local instance = args[1]
+  local at = now_ms()
+  local own = redis.call('ZSCORE', keys[1], instance)
+  beat(keys[1], instance, args[2], at)
+  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', int(at - FORGET_INSTANCE_MS))
+  local expired = redis.call('ZRANGEBYSCORE', keys[1], '-inf', '(' .. int(at))
+  local lapsed = 0
+  if not own or tonumber(own) < at then lapsed = 1 end
+  return {lapsed, expired}
+end
+
 redis.register_function('countdown_command', command)
 redis.register_function('countdown_viewers', viewers)
 redis.register_function('countdown_open', open)
+redis.register_function('countdown_heartbeat', heartbeat)

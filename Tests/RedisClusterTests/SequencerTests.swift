@@ -244,6 +244,64 @@ import Testing
     }
   }
 
+  /// Sessions watched on several instances cost Redis nothing while their
+  /// counts hold still: each instance sends one heartbeat a second, not one
+  /// recount per session.
+  @Test func settledCountsCostOnlyHeartbeats() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var viewers: [(Viewer, Viewer)] = (0..<20).map { joined(a, b, "quiet-\($0)") }
+    waitFor(loop, "2 viewers shown on every session") {
+      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
+      for index in viewers.indices {
+        viewers[index].0.read(a.hub)
+        viewers[index].1.read(b.hub)
+      }
+      return viewers.allSatisfy {
+        $0.0.state["viewers"] as? Int == 2 && $0.1.state["viewers"] as? Int == 2
+      }
+    }
+    let client = try redis.blocking()
+    _ = try client.command(["CONFIG", "RESETSTAT"])
+    // Only the heartbeat calls ZRANGEBYSCORE; only a count calls HINCRBY.
+    func calls(_ command: String) -> Int {
+      guard let info = try? client.command(["INFO", "commandstats"]).text,
+        let line = info.split(separator: "\r\n").first(where: {
+          $0.hasPrefix("cmdstat_\(command):")
+        }),
+        let value = line.split(separator: "=").dropFirst().first?.split(separator: ",").first
+      else { return 0 }
+      return Int(value) ?? 0
+    }
+    waitFor(loop, "three heartbeats from each instance") { calls("zrangebyscore") >= 6 }
+    #expect(calls("hincrby") == 0)
+  }
+
+  /// An instance whose heartbeat lapsed (a stalled link) sends its counts
+  /// again, since the others may have dropped them meanwhile.
+  @Test func lapsedHeartbeatSendsCountsAgain() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    let b = Instance(redis, loop: loop, epoch: epoch)
+    connected(a, b)
+    var (va, vb) = joined(a, b, "lapse")
+    waitFor(loop, "2 viewers shown on both instances") {
+      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
+      va.read(a.hub)
+      vb.read(b.hub)
+      return [va, vb].allSatisfy { $0.state["viewers"] as? Int == 2 }
+    }
+    let client = try redis.blocking()
+    let key = RedisSequencer.viewerKey("lapse")
+    let instance = a.sequencer.instance
+    // What another instance's recount does once A's heartbeat has expired.
+    _ = try client.command(["ZADD", RedisSequencer.instancesKey, "0", instance])
+    _ = try client.command(["HDEL", key, instance])
+    waitFor(loop, "A's count back in the viewer hash") {
+      (try? client.command(["HGET", key, instance]).text) == "1"
+    }
+  }
+
   /// A sequencer released without `stop`, with a read in flight, closes its
   /// connections without running callbacks into freed objects.
   @Test func releasedWithoutStop() {
