@@ -40,7 +40,7 @@
  */
 #define _GNU_SOURCE
 #include <libwebsockets.h>
-#include <ev.h>
+#include "libev_loop.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,17 +443,9 @@ int main(int argc, char **argv)
 		       LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE |
 		       LWS_SERVER_OPTION_DISABLE_IPV6 | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
 	/* A loop of our own, as countdown-server's, so SIGINT and SIGTERM stay ours. */
-	void *foreign[2] = { NULL, NULL };
-	if (use_libev) {
-		loop = ev_loop_new(EVFLAG_AUTO);
-		if (!loop) {
-			fprintf(stderr, "floor: ev_loop_new failed\n");
-			return 1;
-		}
-		foreign[0] = loop;
-		info.foreign_loops = foreign;
-		info.options |= LWS_SERVER_OPTION_LIBEV;
-	}
+	void *foreign[2];
+	if (use_libev && !(loop = lend_libev_loop(&info, foreign, "floor")))
+		return 1;
 
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_signal);

@@ -1,6 +1,9 @@
 /*
  * loadclient.c: many countdown.v1 viewers in one process, on libwebsockets'
- * client API (poll backend), for bench/run.
+ * client API, for bench/run. It runs on a libev loop (epoll) unless given
+ * --event-loop poll: with 1,000 sessions ticking at 1,000 moments a second,
+ * poll() over every descriptor made the client, sharing the server's two
+ * cores, the noisiest part of a many-sessions run.
  *
  * Connection i (global index offset+i) joins session "<prefix>-<i / per_session>"
  * (one session "<prefix>-0" without --per-session). Sockets are bound in turn
@@ -32,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include <libwebsockets.h>
+#include "libev_loop.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +47,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * A one-shot timer. On poll it is an lws sul; on libev it is libev's own,
+ * since lws 4.1 on libev runs its suls only when its one libev timer fires,
+ * and does not bring that timer forward for an earlier sul: session starts
+ * spread over a second came late, and their ticks counted as missed.
+ */
+struct timer {
+	lws_sorted_usec_list_t sul; /* first: callbacks get &sul */
+	ev_timer ev;
+	sul_cb_t cb;
+};
+
 struct conn {
-	lws_sorted_usec_list_t sul; /* first: start timer for session starters */
+	struct timer start; /* first: start timer for session starters */
 	struct lws *wsi;
 	long long ends_at; /* ms, 0 unknown */
 	long long t_connect_us;
@@ -68,7 +84,9 @@ static struct lws_context *context;
 static struct conn *conns;
 static int n_conns, offset, per_session = 0, total = 0, seconds = 3600, n_ticks = 10;
 static int spread_ms = 0, max_pending = 1000, no_start = 0, hold = 0;
-static int port = 0, deadline_extra_s = 15;
+static int port = 0, deadline_extra_s = 15, use_libev = 1;
+static struct ev_loop *loop; /* NULL on poll */
+static ev_check after_iteration;
 static const char *host = "127.0.0.1", *prefix = "bench";
 static char (*paths)[96];
 static char ifaces[256][16];
@@ -82,7 +100,28 @@ static long long lag_max_us = -1, lag_min_us = 1LL << 62, lag_count;
 static long long frames_window, frames_total, ticks_in_range, missed, out_of_order, viewers_patches;
 static long long bytes_window, acks, errors_rx, other_frames;
 static double cpu_go, cpu_ready;
-static lws_sorted_usec_list_t pump_sul, watchdog_sul;
+static struct timer pump_timer, watchdog_timer;
+
+static void timer_fired(struct ev_loop *l, ev_timer *w, int revents)
+{
+	(void)l;
+	(void)revents;
+	struct timer *t = w->data;
+	t->cb(&t->sul);
+}
+
+static void schedule(struct timer *t, sul_cb_t cb, long long us)
+{
+	if (!loop) {
+		lws_sul_schedule(context, 0, &t->sul, cb, us);
+		return;
+	}
+	ev_timer_stop(loop, &t->ev);
+	t->cb = cb;
+	ev_timer_init(&t->ev, timer_fired, (double)us / 1e6, 0.);
+	t->ev.data = t;
+	ev_timer_start(loop, &t->ev);
+}
 /* per measured tick (index seconds-1-r): count, min and max lag */
 #define MAX_TICKS 4096
 static long long tick_count[MAX_TICKS], tick_min[MAX_TICKS], tick_max[MAX_TICKS], tick_sum[MAX_TICKS];
@@ -260,7 +299,7 @@ static void pump(lws_sorted_usec_list_t *sul)
 		}
 	}
 	if (snapshots + failed < n_conns)
-		lws_sul_schedule(context, 0, &pump_sul, pump, 2000);
+		schedule(&pump_timer, pump, 2000);
 }
 
 static void start_timer(lws_sorted_usec_list_t *sul)
@@ -281,7 +320,7 @@ static void watchdog(lws_sorted_usec_list_t *sul)
 	if (now_us() > t_go_us + (long long)(spread_ms + (n_ticks + deadline_extra_s) * 1000) * 1000)
 		report();
 	else
-		lws_sul_schedule(context, 0, &watchdog_sul, watchdog, 500 * 1000);
+		schedule(&watchdog_timer, watchdog, 500 * 1000);
 }
 
 static void on_go(void)
@@ -303,10 +342,10 @@ static void on_go(void)
 		if (!first_of_session)
 			continue;
 		long long delay_us = sessions > 1 ? (long long)session_of(g) * spread_ms * 1000 / sessions : 0;
-		lws_sul_schedule(context, 0, &c->sul, start_timer, delay_us);
+		schedule(&c->start, start_timer, delay_us);
 	}
 	done_count = 0;
-	lws_sul_schedule(context, 0, &watchdog_sul, watchdog, 500 * 1000);
+	schedule(&watchdog_timer, watchdog, 500 * 1000);
 	check_finished();
 }
 
@@ -532,13 +571,44 @@ static void on_signal(int sig)
 		lws_cancel_service(context);
 }
 
+/* After each service: report readiness, start on "go". Returns 1 when the
+ * client should stop servicing. */
+static int after_service(void)
+{
+	if (!ready_reported && snapshots + failed >= n_conns) {
+		ready_reported = 1;
+		cpu_ready = cpu_seconds();
+		fprintf(stderr, "@ready {\"connected\":%d,\"snapshots\":%d,\"failed\":%d,"
+			"\"t_all_snapshots_ms\":%.3f}\n", connected, snapshots, failed,
+			(t_all_snapshots_us - t_begin_us) / 1e3);
+		fflush(stderr);
+		if (no_start) {
+			report();
+			if (!hold)
+				return 1;
+		}
+	}
+	if (go_flag && !going && ready_reported)
+		on_go();
+	return stop_flag;
+}
+
+static void on_check(struct ev_loop *l, ev_check *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	if (after_service())
+		ev_break(l, EVBREAK_ALL);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: loadclient --port P [--host 127.0.0.1] [--viewers N] [--offset K]\n"
 		"  [--total T] [--per-session V] [--prefix NAME] [--seconds S] [--ticks M]\n"
 		"  [--spread-ms MS] [--src-first 2] [--src-last 9] [--max-pending 1000]\n"
-		"  [--no-start [--hold]] [--deadline-extra S] [--lws-iface]\n");
+		"  [--no-start [--hold]] [--deadline-extra S] [--lws-iface]\n"
+		"  [--event-loop libev|poll]\n");
 	exit(2);
 }
 
@@ -559,6 +629,10 @@ int main(int argc, char **argv)
 
 		else if (!strcmp(a, "--host") && v) { host = v; i++; }
 		else if (!strcmp(a, "--prefix") && v) { prefix = v; i++; }
+		else if (!strcmp(a, "--event-loop") && v && (!strcmp(v, "libev") || !strcmp(v, "poll"))) {
+			use_libev = !strcmp(v, "libev");
+			i++;
+		}
 		OPT("--port", port)
 		OPT("--viewers", n_conns)
 		OPT("--offset", offset)
@@ -597,6 +671,9 @@ int main(int argc, char **argv)
 	/* No client-side validity timers: lws keeps them in one sorted list, and
 	 * inserting 10k of them costs O(n^2). The servers ping; lws answers. */
 	info.retry_and_idle_policy = &no_validity;
+	void *foreign[2];
+	if (use_libev && !(loop = lend_libev_loop(&info, foreign, "loadclient")))
+		return 1;
 	context = lws_create_context(&info);
 	if (!context) {
 		fprintf(stderr, "loadclient: no context\n");
@@ -609,24 +686,15 @@ int main(int argc, char **argv)
 
 	t_begin_us = now_us();
 	pump(NULL);
-	while (!stop_flag) {
-		if (lws_service(context, 0) < 0)
-			break;
-		if (!ready_reported && snapshots + failed >= n_conns) {
-			ready_reported = 1;
-			cpu_ready = cpu_seconds();
-			fprintf(stderr, "@ready {\"connected\":%d,\"snapshots\":%d,\"failed\":%d,"
-				"\"t_all_snapshots_ms\":%.3f}\n", connected, snapshots, failed,
-				(t_all_snapshots_us - t_begin_us) / 1e3);
-			fflush(stderr);
-			if (no_start) {
-				report();
-				if (!hold)
-					break;
-			}
-		}
-		if (go_flag && !going && ready_reported)
-			on_go();
+	if (loop) {
+		/* lws_service runs the libev loop until after_service breaks it. */
+		ev_check_init(&after_iteration, on_check);
+		ev_check_start(loop, &after_iteration);
+		lws_service(context, 0);
+	} else {
+		while (!after_service())
+			if (lws_service(context, 0) < 0)
+				break;
 	}
 	/* The kernel closes the sockets; tearing down 19k wsis buys nothing here. */
 	_exit(0);
