@@ -108,7 +108,9 @@ public final class RedisSequencer: CommandSequencer {
   private var staleTimer: LoopTimer?
   /// When the probe now on its way through the channel was sent.
   private var probeSentAt: Int64?
-  private var viewerRounds = 0
+  /// When the last heartbeat went out (ms), and whether one has.
+  private var heartbeatAt: Int64?
+  private var beaten = false
   /// This instance's name in the viewer hashes and the instance set.
   public let instance = Hub.randomEpoch()
   /// The instances whose heartbeat had expired at the last heartbeat.
@@ -359,8 +361,11 @@ public final class RedisSequencer: CommandSequencer {
   private func pushViewers() {
     viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
     guard isConnected, let hub else { return }
-    viewerRounds += 1
-    if viewerRounds % max(1, Int(1000 / max(1, settings.viewerIntervalMs))) == 0 {
+    // Each heartbeat renews a third of the TTL or a second, whichever is
+    // shorter, so that one late beat does not let the instance lapse.
+    let now = clock.nowMilliseconds()
+    if now - (heartbeatAt ?? .min / 2) >= min(1000, settings.heartbeatTTLMs / 3) {
+      heartbeatAt = now
       heartbeat()
     }
     for (session, entry) in open where !entry.loading {
@@ -390,6 +395,8 @@ public final class RedisSequencer: CommandSequencer {
   /// sums that counted it are recounted here (each live instance does the same;
   /// the sum's version orders the answers).
   private func heartbeat() {
+    let firstBeat = !beaten
+    beaten = true
     let arguments = [
       "FCALL", "countdown_heartbeat", "1", Self.instancesKey, instance,
       String(settings.heartbeatTTLMs),
@@ -399,9 +406,17 @@ public final class RedisSequencer: CommandSequencer {
         case .integer(let lapsed) = parts[0], let list = parts[1].elements
       else { return }
       let expired = Set(list.compactMap(\.text))
-      let newlyExpired = !expired.subtracting(expiredInstances).isEmpty
+      let newly = expired.subtracting(expiredInstances)
       expiredInstances = expired
-      guard lapsed == 1 || newlyExpired else { return }
+      if !newly.isEmpty {
+        log.warn(
+          "cluster_instance_expired", ["instances": LogValue(newly.sorted().joined(separator: ","))]
+        )
+      }
+      if lapsed == 1 && !firstBeat {
+        log.warn("cluster_heartbeat_lapsed", ["instance": LogValue(instance)])
+      }
+      guard lapsed == 1 || !newly.isEmpty else { return }
       for (session, entry) in open where !entry.loading {
         let local = hub.localViewers(of: session) ?? 0
         let countsOthers = (viewerSums[session] ?? local) != local
