@@ -24,24 +24,21 @@ struct CommandGate {
     case close(code: CloseCode, reason: String)
   }
 
-  /// Settled at join; a cluster may take it back once the session's key is known.
-  var isController: Bool
+  // One per viewer, so the limits come from the hub's config, and whether the
+  // viewer controls from its connection, at each call rather than being
+  // copied into every connection.
   private var bucket: TokenBucket
-  private let rate: Double
-  private let floodCloseAfterMs: Int64
-  private let defaultSeconds: Int
 
-  init(isController: Bool, config: HubConfig, now: Int64) {
-    self.isController = isController
-    rate = config.commandsPerSecond
-    floodCloseAfterMs = config.floodCloseAfterMs
-    defaultSeconds = config.session.defaultSeconds
-    bucket = TokenBucket(rate: rate, now: now)
+  init(config: HubConfig, now: Int64) {
+    bucket = TokenBucket(rate: config.commandsPerSecond, now: now)
   }
 
-  mutating func admit(_ text: [UInt8], now: Int64) -> Outcome {
+  mutating func admit(
+    _ text: [UInt8], isController: Bool, config: HubConfig, now: Int64
+  ) -> Outcome {
+    let rate = config.commandsPerSecond
     guard bucket.take(rate: rate, now: now) else {
-      if let since = bucket.floodingSince, now - since >= floodCloseAfterMs {
+      if let since = bucket.floodingSince, now - since >= config.floodCloseAfterMs {
         return .close(code: .policyViolation, reason: "too many commands")
       }
       return .refuse(
@@ -56,7 +53,7 @@ struct CommandGate {
     switch message.command {
     case .ping(let t): return .ping(t: t)
     case .start(let length, let label):
-      command = .start(length ?? .seconds(defaultSeconds), finishedLabel: label)
+      command = .start(length ?? .seconds(config.session.defaultSeconds), finishedLabel: label)
     case .cancel: command = .cancel
     case .pause: command = .pause
     case .resume: command = .resume

@@ -63,17 +63,21 @@ public final class Hub {
     var frame: [UInt8]
   }
 
+  /// One per viewer: its fields are ordered widest first, since Swift lays
+  /// them out in declaration order and padding would cost every viewer.
   struct Connection {
+    var sentSeq: UInt64 = 0
+    var replies: [Reply] = []
+    var gate: CommandGate
     var session: SessionHandle
     /// Index in the session's `viewers`, for O(1) removal.
     var position: Int32
     /// Tells this connection from a later one in the same slot, so a late
     /// ack never reaches a stranger.
     var serial: UInt32
-    var sentSeq: UInt64 = 0
     var needsSnapshot = true
-    var replies: [Reply] = []
-    var gate: CommandGate
+    /// Settled at join; a cluster may take it back once the session's key is known.
+    var isController: Bool
   }
 
   typealias SessionHandle = SlabHandle<Session>
@@ -97,6 +101,10 @@ public final class Hub {
 
   /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
   public static let sessionSlotBytes = MemoryLayout<Session>.stride + MemoryLayout<Bool>.stride
+  /// Bytes of one viewer's slot in the hub's table, and its place in its session's list.
+  public static let connectionSlotBytes =
+    MemoryLayout<Connection>.stride + MemoryLayout<Bool>.stride
+    + MemoryLayout<ConnectionID>.stride
 
   /// Acks and errors a connection may have waiting; past this, replies are dropped.
   public static let maxPendingReplies = 64
@@ -115,8 +123,8 @@ public final class Hub {
   var sessions: Slab<Session>
   var connections = Slab<Connection>(
     vacant: Connection(
-      session: SessionHandle(-1), position: -1, serial: 0,
-      gate: CommandGate(isController: false, config: HubConfig(), now: 0)))
+      gate: CommandGate(config: HubConfig(), now: 0), session: SessionHandle(-1), position: -1,
+      serial: 0, isController: false))
   /// By session handle; filled only in `--control key` mode. Never logged.
   var keyHashes: [KeyHash?] = []
   /// The key each controller is shown in its snapshot, until it is sent.
@@ -249,9 +257,9 @@ public final class Hub {
     nextSerial &+= 1
     let connection = connections.insert(
       Connection(
-        session: handle, position: Int32(sessions[handle].viewers.count), serial: serial,
-        gate: CommandGate(
-          isController: config.control == .open || shownKey != nil, config: config, now: now)))
+        gate: CommandGate(config: config, now: now), session: handle,
+        position: Int32(sessions[handle].viewers.count), serial: serial,
+        isController: config.control == .open || shownKey != nil))
     let id = connection.index
     if let shownKey { keysToSend[id] = shownKey }
     sessions[handle].viewers.append(id)
@@ -318,7 +326,10 @@ public final class Hub {
   public func receive(_ text: [UInt8], from id: ConnectionID, now: Int64) -> ReceiveOutcome {
     let handle = ConnectionHandle(id)
     guard connections.contains(handle) else { return .handled }
-    switch connections[handle].gate.admit(text, now: now) {
+    let isController = connections[handle].isController
+    switch connections[handle].gate.admit(
+      text, isController: isController, config: config, now: now)
+    {
     case .close(let code, let reason):
       return .close(code: code, reason: reason)
     case .refuse(let error, let op):
@@ -366,7 +377,7 @@ public final class Hub {
       for viewer in sessions[handle].viewers {
         guard let shown = keysToSend[viewer], !keyHash.matches(shown) else { continue }
         keysToSend[viewer] = nil
-        connections[ConnectionHandle(viewer)].gate.isController = false
+        connections[ConnectionHandle(viewer)].isController = false
       }
     }
     if let record {

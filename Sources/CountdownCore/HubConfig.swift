@@ -34,9 +34,13 @@ public struct HubConfig: Sendable {
 struct TokenBucket: Sendable {
   private var tokens: Double
   private var refilledAt: Int64
-  /// When the current unbroken run of refusals began, if one is under way.
-  private(set) var floodingSince: Int64?
+  /// When the current unbroken run of refusals began (`Int64.min`: none yet),
+  /// kept without an optional's padding since every viewer has a bucket.
+  private var floodStart = Int64.min
   private var lastRefusalAt = Int64.min / 2
+
+  /// When the current unbroken run of refusals began, if one is under way.
+  var floodingSince: Int64? { floodStart == .min ? nil : floodStart }
 
   init(rate: Double, now: Int64) {
     tokens = rate
@@ -53,7 +57,7 @@ struct TokenBucket: Sendable {
       tokens -= 1
       return true
     }
-    if now - lastRefusalAt > 1000 { floodingSince = now }
+    if now - lastRefusalAt > 1000 { floodStart = now }
     lastRefusalAt = now
     return false
   }

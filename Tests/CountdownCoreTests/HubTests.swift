@@ -48,6 +48,13 @@ struct FakeViewer {
 }
 
 @Suite struct HubTests {
+  /// Every viewer carries its hub slot, so its layout is budgeted: the
+  /// fields are ordered to leave no padding, and nothing per-config is copied
+  /// into it.
+  @Test func viewerSlotStaysSmall() {
+    #expect(Hub.connectionSlotBytes <= 69, "\(Hub.connectionSlotBytes) bytes per viewer")
+  }
+
   let t0: Int64 = 1_700_000_000_000
 
   func start(_ seconds: Int, id: Int = 1) -> [UInt8] {
