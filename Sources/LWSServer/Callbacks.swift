@@ -6,7 +6,9 @@ import Observability
 // server from the context, turns lws's arguments into Swift values, and
 // calls one method of `CountdownServer`.
 
-/// The per-socket memory lws allocates (zeroed for each connection).
+/// What each socket is, kept in lws's opaque user pointer of the wsi (0 when
+/// new) rather than in per-session memory, which lws would allocate for every
+/// connection.
 private enum SocketTag {
   /// Positive values are a hub ConnectionID + 1; 0 is nothing yet.
   static let refused: Int32 = -1
@@ -20,12 +22,12 @@ private func server(of wsi: OpaquePointer) -> CountdownServer {
     .takeUnretainedValue()
 }
 
-private func tag(_ user: UnsafeMutableRawPointer?) -> Int32 {
-  user?.load(as: Int32.self) ?? 0
+private func tag(_ wsi: OpaquePointer) -> Int32 {
+  Int32(truncatingIfNeeded: Int(bitPattern: lws_get_opaque_user_data(wsi)))
 }
 
-private func setTag(_ user: UnsafeMutableRawPointer?, _ value: Int32) {
-  user?.storeBytes(of: value, as: Int32.self)
+private func setTag(_ wsi: OpaquePointer, _ value: Int32) {
+  lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: Int(value)))
 }
 
 private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes, limit: Int = 256) -> String? {
@@ -89,13 +91,13 @@ func countdownCallback(
         wsi, session: session, key: urlArgument(wsi, "key"),
         since: urlArgument(wsi, "since").flatMap { UInt64($0) }, peer: request.peer)
       {
-        setTag(user, id + 1)
+        setTag(wsi, id + 1)
       } else {
-        setTag(user, SocketTag.refused)
+        setTag(wsi, SocketTag.refused)
       }
     case .echo:
       server.echoOpened(wsi, peer: request.peer)
-      setTag(user, SocketTag.echo)
+      setTag(wsi, SocketTag.echo)
     case .refuse(let cause):
       // The state changed since the upgrade was confirmed (a cap was reached).
       server.refused(cause, request)
@@ -108,7 +110,7 @@ func countdownCallback(
     let binary = lws_frame_is_binary(wsi) != 0
     let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
     let outcome: ChunkOutcome
-    switch tag(user) {
+    switch tag(wsi) {
     case SocketTag.echo:
       outcome = server.echoReceived(
         wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi) != 0, isLast: isLast)
@@ -130,7 +132,7 @@ func countdownCallback(
     // after a Close, so write nothing once one is pending.
     if lws_get_close_length(wsi) != 0 { return 0 }
     let server = server(of: wsi)
-    switch tag(user) {
+    switch tag(wsi) {
     case SocketTag.echo: return finish(wsi, server.echoWritable(wsi))
     case SocketTag.refused: return finish(wsi, server.writableRefused(wsi))
     case let value where value > 0: return finish(wsi, server.writable(wsi, connection: value - 1))
@@ -138,7 +140,7 @@ func countdownCallback(
     }
 
   case LWS_CALLBACK_RECEIVE_PONG:
-    if tag(user) > 0 { server(of: wsi).heard(tag(user) - 1) }
+    if tag(wsi) > 0 { server(of: wsi).heard(tag(wsi) - 1) }
 
   case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
     // Broadcast to every protocol; handled here, in ours, once per wake-up.
@@ -155,14 +157,14 @@ func countdownCallback(
 
   case LWS_CALLBACK_CLOSED:
     let server = server(of: wsi)
-    if tag(user) != 0 { server.countClosed(wsi, lwsSentClose: lws_get_close_length(wsi) != 0) }
-    switch tag(user) {
+    if tag(wsi) != 0 { server.countClosed(wsi, lwsSentClose: lws_get_close_length(wsi) != 0) }
+    switch tag(wsi) {
     case SocketTag.echo: server.echoClosed(wsi)
     case SocketTag.refused: server.closedRefused(wsi)
     case let value where value > 0: server.closed(value - 1)
     default: break
     }
-    setTag(user, 0)
+    setTag(wsi, 0)
 
   default:
     // Being the vhost's default protocol (so clients naming no subprotocol
@@ -251,14 +253,14 @@ func httpCallback(
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
-    setTag(user, SocketTag.httpBody)
+    setTag(wsi, SocketTag.httpBody)
     server(of: wsi).httpBodies[wsi] = answer.body
     return writeHeaders(wsi, status: answer.status, type: answer.type, length: answer.body.count)
       ? 0 : -1
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
-    guard tag(user) == SocketTag.httpBody else { break }
-    setTag(user, 0)
+    guard tag(wsi) == SocketTag.httpBody else { break }
+    setTag(wsi, 0)
     let body = server(of: wsi).httpBodies.removeValue(forKey: wsi) ?? []
     let pre = cds_lws_pre()
     var framed = [UInt8](repeating: 0, count: pre) + body
@@ -269,7 +271,7 @@ func httpCallback(
     return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
 
   case LWS_CALLBACK_CLOSED_HTTP:
-    if tag(user) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
+    if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
 
   default:
     break

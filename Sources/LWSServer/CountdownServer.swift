@@ -324,7 +324,6 @@ public final class CountdownServer {
     var http = lws_protocols()
     http.name = retain("http")
     http.callback = httpCallback
-    http.per_session_data_size = MemoryLayout<Int32>.size
     info.protocols = UnsafePointer(retain([http, lws_protocols()]))
     info.mounts = UnsafePointer(makeEndpointMounts(["/healthz", "/readyz", "/metrics"], next: nil))
     info.options = cds_option_security_headers()
@@ -486,11 +485,9 @@ public final class CountdownServer {
     var http = lws_protocols()
     http.name = retain("http")
     http.callback = httpCallback
-    http.per_session_data_size = MemoryLayout<Int32>.size
     var countdown = lws_protocols()
     countdown.name = retain(Self.subprotocol)
     countdown.callback = countdownCallback
-    countdown.per_session_data_size = MemoryLayout<Int32>.size
     // Client messages are small and reassembled across reads anyway; lws's
     // default 4 KiB per connection would double the memory of each viewer.
     countdown.rx_buffer_size = 512
