@@ -197,12 +197,7 @@ private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "")
   let response = Array(
     ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(securityHeaders)\(headers)"
       + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)").utf8)
-  let pre = cds_lws_pre()
-  var framed = [UInt8](repeating: 0, count: pre) + response
-  let written = framed.withUnsafeMutableBufferPointer { buffer in
-    lws_write(wsi, buffer.baseAddress! + pre, response.count, LWS_WRITE_HTTP_FINAL)
-  }
-  return written < 0 ? -1 : 1
+  return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
 }
 
 /// The headers lws's security option adds to its own answers, for ours too.
@@ -261,13 +256,9 @@ func httpCallback(
   case LWS_CALLBACK_HTTP_WRITEABLE:
     guard tag(wsi) == SocketTag.httpBody else { break }
     setTag(wsi, 0)
-    let body = server(of: wsi).httpBodies.removeValue(forKey: wsi) ?? []
-    let pre = cds_lws_pre()
-    var framed = [UInt8](repeating: 0, count: pre) + body
-    let written = framed.withUnsafeMutableBufferPointer { buffer in
-      lws_write(wsi, buffer.baseAddress! + pre, body.count, LWS_WRITE_HTTP_FINAL)
-    }
-    guard written >= 0 else { return -1 }
+    let server = server(of: wsi)
+    let body = server.httpBodies.removeValue(forKey: wsi) ?? []
+    guard server.send(body, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
     return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
 
   case LWS_CALLBACK_CLOSED_HTTP:

@@ -18,6 +18,24 @@ enum WriteOutcome: Equatable {
   case fail
 }
 
+/// What the server keeps beside lws's wsi for one hub connection: one slot
+/// per `ConnectionID`, reset when the connection closes.
+struct ViewerSocket {
+  var wsi: OpaquePointer?
+  /// Fragments received so far of the current message.
+  var partialMessage: [UInt8] = []
+  /// The peer address, for the per-IP cap.
+  var peer = ""
+  /// When it began waiting to be written (0: not waiting).
+  var waitingSince: Int64 = 0
+  /// When anything (a message, a fragment, a pong) last arrived.
+  var lastHeard: Int64 = 0
+  /// When it was last pinged (0: not in this silence).
+  var pingedAt: Int64 = 0
+  /// Owed a ping frame at its next WRITEABLE.
+  var pingDue = false
+}
+
 /// Messages received so far on the test-only echo route.
 struct EchoState {
   var partial: [UInt8] = []
@@ -49,17 +67,9 @@ extension CountdownServer {
     case .joined(let id):
       let slot = Int(id)
       if slot >= sockets.count {
-        let grow = slot - sockets.count + 1
-        sockets.append(contentsOf: repeatElement(nil, count: grow))
-        partialMessages.append(contentsOf: repeatElement([], count: grow))
-        peers.append(contentsOf: repeatElement("", count: grow))
-        waitingSince.append(contentsOf: repeatElement(0, count: grow))
-        lastHeard.append(contentsOf: repeatElement(0, count: grow))
-        pingedAt.append(contentsOf: repeatElement(0, count: grow))
-        pingDue.append(contentsOf: repeatElement(false, count: grow))
+        sockets.append(contentsOf: repeatElement(ViewerSocket(), count: slot - sockets.count + 1))
       }
-      sockets[slot] = wsi
-      peers[slot] = peer
+      sockets[slot] = ViewerSocket(wsi: wsi, peer: peer)
       heard(id)
       flush()
       return id
@@ -74,15 +84,15 @@ extension CountdownServer {
   ) -> ChunkOutcome {
     let slot = Int(id)
     heard(id)
-    guard partialMessages[slot].count + chunk.count + announcedRemaining <= config.maxMessageBytes
-    else {
-      partialMessages[slot] = []
+    let buffered = sockets[slot].partialMessage.count
+    guard buffered + chunk.count + announcedRemaining <= config.maxMessageBytes else {
+      sockets[slot].partialMessage = []
       return .close(code: .messageTooBig, reason: "message over \(config.maxMessageBytes) bytes")
     }
-    partialMessages[slot].append(contentsOf: chunk)
+    sockets[slot].partialMessage.append(contentsOf: chunk)
     guard isLast else { return .buffered }
-    let message = partialMessages[slot]
-    partialMessages[slot].removeAll(keepingCapacity: false)
+    let message = sockets[slot].partialMessage
+    sockets[slot].partialMessage = []
     let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
     if case .close(let code, let reason) = outcome { return .close(code: code, reason: reason) }
@@ -91,8 +101,8 @@ extension CountdownServer {
 
   /// Anything arrived: the connection is alive.
   func heard(_ id: ConnectionID) {
-    lastHeard[Int(id)] = clock.nowMilliseconds()
-    pingedAt[Int(id)] = 0
+    sockets[Int(id)].lastHeard = clock.nowMilliseconds()
+    sockets[Int(id)].pingedAt = 0
   }
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
@@ -101,20 +111,20 @@ extension CountdownServer {
   ) -> WriteOutcome {
     // Read once per frame; a tick's direct writes pass the time they all share.
     let now = now ?? clock.nowMilliseconds()
-    waitingSince[Int(id)] = 0
+    sockets[Int(id)].waitingSince = 0
     if stopping { return .close(code: .goingAway, reason: "server shutting down") }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
     // tick; the hub's backlog is finite (one merged patch, 64 replies).
     if let frame = hub.nextFrame(for: id, now: now) {
       guard write(frame, to: wsi, binary: false) else { return .fail }
-    } else if pingDue[Int(id)] {
-      pingDue[Int(id)] = false
+    } else if sockets[Int(id)].pingDue {
+      sockets[Int(id)].pingDue = false
       guard writePing(wsi) else { return .fail }
     } else {
       return .keepOpen
     }
-    if pingDue[Int(id)] || hub.hasPending(id) {
+    if sockets[Int(id)].pingDue || hub.hasPending(id) {
       markWaiting(id, wsi, now: now)
     }
     return .keepOpen
@@ -129,12 +139,8 @@ extension CountdownServer {
 
   func closed(_ id: ConnectionID) {
     let slot = Int(id)
-    sockets[slot] = nil
-    partialMessages[slot] = []
-    waitingSince[slot] = 0
-    pingDue[slot] = false
-    releasePeer(peers[slot])
-    peers[slot] = ""
+    releasePeer(sockets[slot].peer)
+    sockets[slot] = ViewerSocket()
     hub.disconnect(id, now: clock.nowMilliseconds())
     flush()
   }
@@ -153,7 +159,7 @@ extension CountdownServer {
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.
   func markWaiting(_ id: ConnectionID, _ wsi: OpaquePointer, now: Int64) {
-    if waitingSince[Int(id)] == 0 { waitingSince[Int(id)] = now }
+    if sockets[Int(id)].waitingSince == 0 { sockets[Int(id)].waitingSince = now }
     requestWritable(wsi)
   }
 
@@ -167,17 +173,19 @@ extension CountdownServer {
     var ping: [OpaquePointer] = []
     var close: [OpaquePointer] = []
     for slot in sockets.indices {
-      guard let wsi = sockets[slot] else { continue }
-      let silent = now - lastHeard[slot]
+      guard let wsi = sockets[slot].wsi else { continue }
+      // Fields read in place: a copy of the slot would retain its buffers.
+      let silent = now - sockets[slot].lastHeard
+      let waitingSince = sockets[slot].waitingSince
       // Hang up only after a ping went unanswered: a sweep that comes late
       // could otherwise skip the ping window and close a live connection.
-      if (silent >= hangUpAfter && pingedAt[slot] != 0)
-        || (waitingSince[slot] != 0 && now - waitingSince[slot] >= stuckAfter)
+      if (silent >= hangUpAfter && sockets[slot].pingedAt != 0)
+        || (waitingSince != 0 && now - waitingSince >= stuckAfter)
       {
         close.append(wsi)
-      } else if silent >= pingAfter && pingedAt[slot] == 0 {
-        pingedAt[slot] = now
-        pingDue[slot] = true
+      } else if silent >= pingAfter && sockets[slot].pingedAt == 0 {
+        sockets[slot].pingedAt = now
+        sockets[slot].pingDue = true
         ping.append(wsi)
       }
     }

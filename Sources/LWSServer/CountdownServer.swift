@@ -24,20 +24,8 @@ public final class CountdownServer {
   let hub: Hub
   let clock: any WallClock
 
-  /// The socket of each hub connection, by `ConnectionID`.
-  var sockets: [OpaquePointer?] = []
-  /// Fragments received so far of each connection's current message.
-  var partialMessages: [[UInt8]] = []
-  /// The peer address of each hub connection, for the per-IP cap.
-  var peers: [String] = []
-  /// When each connection began waiting to be written (0: not waiting).
-  var waitingSince: [Int64] = []
-  /// When anything (a message, a fragment, a pong) last arrived on each connection.
-  var lastHeard: [Int64] = []
-  /// When each connection was last pinged (0: not in this silence).
-  var pingedAt: [Int64] = []
-  /// Connections owed a ping frame at their next WRITEABLE.
-  var pingDue: [Bool] = []
+  /// The socket side of each hub connection, by `ConnectionID`.
+  var sockets: [ViewerSocket] = []
   /// Open WebSocket connections of every kind, and how many per peer address.
   var openSockets = 0
   var connectionsByPeer: [String: Int] = [:]
@@ -367,7 +355,7 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap({ $0 }) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
+    for wsi in sockets.compactMap(\.wsi) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
     if openSockets == 0 {
       finish()
     } else {
@@ -404,7 +392,7 @@ public final class CountdownServer {
   func flush(writingNow: Bool = false) {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      guard let wsi = sockets[Int(connection)] else { return }
+      guard let wsi = sockets[Int(connection)].wsi else { return }
       if writingNow && lws_partial_buffered(wsi) == 0 && lws_get_close_length(wsi) == 0 {
         writeNow.append(connection)
       } else {
@@ -413,7 +401,7 @@ public final class CountdownServer {
     }
     // After the drain: writing asks the hub for each frame.
     for connection in writeNow {
-      guard let wsi = sockets[Int(connection)] else { continue }
+      guard let wsi = sockets[Int(connection)].wsi else { continue }
       if writable(wsi, connection: connection, now: now) == .fail {
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
@@ -428,21 +416,28 @@ public final class CountdownServer {
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
   func write(_ frame: [UInt8], to wsi: OpaquePointer, binary: Bool) -> Bool {
-    let pre = cds_lws_pre()
-    if pre + frame.count > scratch.count {
-      scratch.deallocate()
-      scratch = .allocate(byteCount: pre + frame.count, alignment: 16)
+    guard send(frame, to: wsi, as: binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) else {
+      return false
     }
-    frame.withUnsafeBytes { bytes in
-      UnsafeMutableRawBufferPointer(rebasing: scratch[pre...]).copyMemory(from: bytes)
-    }
-    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
-    // lws keeps whatever the socket does not take and holds WRITEABLE until it drains.
-    guard lws_write(wsi, payload, frame.count, binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) >= 0
-    else { return false }
     network.framesSent += 1
     network.bytesSent += UInt64(frame.count)
     return true
+  }
+
+  /// Every write goes through here: lws wants `LWS_PRE` writable bytes before
+  /// the payload, which the one reusable scratch buffer provides. lws keeps
+  /// whatever the socket does not take and holds WRITEABLE until it drains.
+  func send(_ bytes: [UInt8], to wsi: OpaquePointer, as kind: lws_write_protocol) -> Bool {
+    let pre = cds_lws_pre()
+    if pre + bytes.count > scratch.count {
+      scratch.deallocate()
+      scratch = .allocate(byteCount: pre + bytes.count, alignment: 16)
+    }
+    bytes.withUnsafeBytes { source in
+      UnsafeMutableRawBufferPointer(rebasing: scratch[pre...]).copyMemory(from: source)
+    }
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    return lws_write(wsi, payload, bytes.count, kind) >= 0
   }
 
   private func armTimer() {
@@ -549,14 +544,12 @@ public final class CountdownServer {
     retain([lws_retry_bo_t()])
   }
 
+  private static let pingPayload = Array("ka".utf8)
+
   /// Sends the ping a connection is owed. It carries a payload because lws
   /// 4.1.6 reports only non-empty pongs to the protocol callback.
   func writePing(_ wsi: OpaquePointer) -> Bool {
-    let pre = cds_lws_pre()
-    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
-    payload[0] = UInt8(ascii: "k")
-    payload[1] = UInt8(ascii: "a")
-    guard lws_write(wsi, payload, 2, LWS_WRITE_PING) >= 0 else { return false }
+    guard send(Self.pingPayload, to: wsi, as: LWS_WRITE_PING) else { return false }
     network.framesSent += 1
     network.bytesSent += 2
     return true
