@@ -41,7 +41,7 @@ extension CountdownServer {
       return .refuse(.origin)
     }
     if openSockets >= config.maxConnections { return .refuse(.totalCap) }
-    if connectionsByPeer[request.peer, default: 0] >= config.maxConnectionsPerIP {
+    if peerCounts.count(of: request.peer) >= config.maxConnectionsPerIP {
       return .refuse(.perIP)
     }
     return target

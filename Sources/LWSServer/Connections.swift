@@ -19,19 +19,20 @@ enum WriteOutcome: Equatable {
 }
 
 /// What the server keeps beside lws's wsi for one hub connection: one slot
-/// per `ConnectionID`, reset when the connection closes.
+/// per `ConnectionID`, reset when the connection closes. Widest fields first,
+/// since every viewer has one.
 struct ViewerSocket {
   var wsi: OpaquePointer?
   /// Fragments received so far of the current message.
   var partialMessage: [UInt8] = []
-  /// The peer address, for the per-IP cap.
-  var peer = ""
   /// When it began waiting to be written (0: not waiting).
   var waitingSince: Int64 = 0
   /// When anything (a message, a fragment, a pong) last arrived.
   var lastHeard: Int64 = 0
   /// When it was last pinged (0: not in this silence).
   var pingedAt: Int64 = 0
+  /// The peer address, for the per-IP cap.
+  var peer = PeerID.none
   /// Owed a ping frame at its next WRITEABLE.
   var pingDue = false
 }
@@ -50,7 +51,7 @@ extension CountdownServer {
     _ wsi: OpaquePointer, session: String, key: String?, since: UInt64?, peer: String
   ) -> ConnectionID? {
     openSockets += 1
-    connectionsByPeer[peer, default: 0] += 1
+    let peerID = peerCounts.add(peer)
     network.accepted += 1
     switch hub.connect(session: session, key: key, since: since, now: clock.nowMilliseconds()) {
     case .refused(let code):
@@ -61,7 +62,7 @@ extension CountdownServer {
           "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
           "peer": LogValue(peer),
         ])
-      refusals[wsi] = (peer, code)
+      refusals[wsi] = (peerID, code)
       requestWritable(wsi)
       return nil
     case .joined(let id):
@@ -69,7 +70,7 @@ extension CountdownServer {
       if slot >= sockets.count {
         sockets.append(contentsOf: repeatElement(ViewerSocket(), count: slot - sockets.count + 1))
       }
-      sockets[slot] = ViewerSocket(wsi: wsi, peer: peer)
+      sockets[slot] = ViewerSocket(wsi: wsi, peer: peerID)
       heard(id)
       flush()
       return id
@@ -150,10 +151,9 @@ extension CountdownServer {
     releasePeer(peer)
   }
 
-  private func releasePeer(_ peer: String) {
+  private func releasePeer(_ peer: PeerID) {
     openSockets -= 1
-    let remaining = connectionsByPeer[peer, default: 1] - 1
-    connectionsByPeer[peer] = remaining > 0 ? remaining : nil
+    peerCounts.release(peer)
     socketReleased()
   }
 
@@ -197,9 +197,8 @@ extension CountdownServer {
   func echoOpened(_ wsi: OpaquePointer, peer: String) {
     network.accepted += 1
     openSockets += 1
-    connectionsByPeer[peer, default: 0] += 1
     echoes[wsi] = EchoState()
-    echoPeers[wsi] = peer
+    echoPeers[wsi] = peerCounts.add(peer)
   }
 
   func echoReceived(

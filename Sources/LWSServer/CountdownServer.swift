@@ -28,11 +28,11 @@ public final class CountdownServer {
   var sockets: [ViewerSocket] = []
   /// Open WebSocket connections of every kind, and how many per peer address.
   var openSockets = 0
-  var connectionsByPeer: [String: Int] = [:]
+  var peerCounts = PeerCounts()
   /// Joins the hub refused, waiting to send their error and close.
-  var refusals: [OpaquePointer: (peer: String, code: ErrorCode)] = [:]
+  var refusals: [OpaquePointer: (peer: PeerID, code: ErrorCode)] = [:]
   var echoes: [OpaquePointer: EchoState] = [:]
-  var echoPeers: [OpaquePointer: String] = [:]
+  var echoPeers: [OpaquePointer: PeerID] = [:]
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
   /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
