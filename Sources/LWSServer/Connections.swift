@@ -37,13 +37,6 @@ struct ViewerSocket {
   var pingDue = false
 }
 
-/// Messages received so far on the test-only echo route.
-struct EchoState {
-  var partial: [UInt8] = []
-  var partialIsBinary = false
-  var outgoing: [(bytes: [UInt8], binary: Bool)] = []
-}
-
 extension CountdownServer {
   /// A WebSocket finished its handshake on `/ws/<session>`.
   /// Returns nil when the hub refused it; the refusal frame is then pending.
@@ -197,41 +190,29 @@ extension CountdownServer {
   func echoOpened(_ wsi: OpaquePointer, peer: String) {
     network.accepted += 1
     openSockets += 1
-    echoes[wsi] = EchoState()
-    echoPeers[wsi] = peerCounts.add(peer)
+    echo.open(wsi, peer: peerCounts.add(peer))
   }
 
   func echoReceived(
     _ wsi: OpaquePointer, _ chunk: UnsafeRawBufferPointer, binary: Bool, isFirst: Bool,
     isLast: Bool
   ) -> ChunkOutcome {
-    guard var state = echoes[wsi] else { return .close(code: .internalError, reason: "unknown") }
-    if isFirst { state.partialIsBinary = binary }
-    guard state.partial.count + chunk.count <= config.echoMaxMessageBytes else {
-      return .close(code: .messageTooBig, reason: "message too large")
-    }
-    state.partial.append(contentsOf: chunk)
-    if isLast {
-      state.outgoing.append((state.partial, state.partialIsBinary))
-      state.partial = []
-      requestWritable(wsi)
-    }
-    echoes[wsi] = state
-    return isLast ? .delivered : .buffered
+    let outcome = echo.receive(
+      chunk, on: wsi, binary: binary, isFirst: isFirst, isLast: isLast,
+      limit: config.echoMaxMessageBytes)
+    if outcome == .delivered { requestWritable(wsi) }
+    return outcome
   }
 
   func echoWritable(_ wsi: OpaquePointer) -> WriteOutcome {
     if stopping { return .close(code: .goingAway, reason: "server shutting down") }
-    guard var state = echoes[wsi], !state.outgoing.isEmpty else { return .keepOpen }
-    let next = state.outgoing.removeFirst()
-    echoes[wsi] = state
-    guard write(next.bytes, to: wsi, binary: next.binary) else { return .fail }
-    if !state.outgoing.isEmpty { requestWritable(wsi) }
+    guard let message = echo.next(for: wsi) else { return .keepOpen }
+    guard write(message.bytes, to: wsi, binary: message.binary) else { return .fail }
+    if message.more { requestWritable(wsi) }
     return .keepOpen
   }
 
   func echoClosed(_ wsi: OpaquePointer) {
-    echoes[wsi] = nil
-    if let peer = echoPeers.removeValue(forKey: wsi) { releasePeer(peer) }
+    if let peer = echo.close(wsi) { releasePeer(peer) }
   }
 }

@@ -31,8 +31,7 @@ public final class CountdownServer {
   var peerCounts = PeerCounts()
   /// Joins the hub refused, waiting to send their error and close.
   var refusals: [OpaquePointer: (peer: PeerID, code: ErrorCode)] = [:]
-  var echoes: [OpaquePointer: EchoState] = [:]
-  var echoPeers: [OpaquePointer: PeerID] = [:]
+  var echo = EchoRoute()
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
   /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
@@ -355,7 +354,7 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap(\.wsi) + Array(echoes.keys) { lws_callback_on_writable(wsi) }
+    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi) }
     if openSockets == 0 {
       finish()
     } else {
