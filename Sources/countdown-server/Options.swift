@@ -50,6 +50,16 @@ struct Options {
     let message: String
   }
 
+  /// `COUNTDOWN_*` names among `environment` (as `NAME=value` entries) that no
+  /// option reads: a misspelt one would otherwise be ignored without a word.
+  static func unknownVariables(in environment: [String]) -> [String] {
+    let known = Set(table.map(\.environmentName))
+    return environment.compactMap { entry in
+      let name = String(entry.prefix { $0 != "=" })
+      return name.hasPrefix("COUNTDOWN_") && !known.contains(name) ? name : nil
+    }.sorted()
+  }
+
   /// Parses the environment first, then the arguments, so flags win.
   static func parse(_ arguments: [String], environment: (String) -> String?) throws(UsageError)
     -> Outcome

@@ -73,6 +73,20 @@ log.info(
       ("set_by_flag", LogValue(names { $0 == .flag })),
     ])
 
+// Names only: a value could be anything, a secret among them.
+var environmentEntries: [String] = []
+var entry = environ
+while let pointer = entry.pointee {
+  environmentEntries.append(String(cString: pointer))
+  entry += 1
+}
+let unknownVariables = Options.unknownVariables(in: environmentEntries)
+if !unknownVariables.isEmpty {
+  log.warn(
+    "unknown_variables",
+    ["names": LogValue(unknownVariables.joined(separator: ",")), "hint": "no option reads them"])
+}
+
 /// Every allowed connection needs a descriptor, plus a few for files and the listener.
 func raiseOpenFileLimit(toServe connections: Int) {
   let needed = rlim_t(connections + 64)

@@ -233,6 +233,20 @@ def test_print_config_shows_values_and_their_sources():
     assert b"listening" not in res.stdout
 
 
+def test_a_variable_no_option_reads_is_named_at_start():
+    """A misspelt COUNTDOWN_* variable is not silently ignored: start-up logs a warning
+    naming it (never its value), and the server runs on."""
+    srv = start_server(env={"COUNTDOWN_PROT": "secret-9000", "COUNTDOWN_MAX_SESSIONS": "50"})
+    try:
+        warning = wait_event(srv, "unknown_variables")
+    finally:
+        srv.stop_and_check()
+    assert warning["level"] == "warn"
+    assert "COUNTDOWN_PROT" in warning["names"].split(",")
+    assert "COUNTDOWN_MAX_SESSIONS" not in warning["names"]
+    assert "secret-9000" not in srv.stderr()
+
+
 @run_async
 async def test_variables_configure_the_server_and_flags_win():
     """COUNTDOWN_DEFAULT_SECONDS=2 makes a bare start run 2 s; with --default-seconds 3
