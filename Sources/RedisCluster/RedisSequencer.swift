@@ -59,6 +59,9 @@ public final class RedisSequencer: CommandSequencer {
   static let instancesKey = "countdown:instances"
   static func sessionKey(_ session: String) -> String { "countdown:s:\(session)" }
   static func viewerKey(_ session: String) -> String { "countdown:v:\(session)" }
+  /// The sessions an instance counts viewers in, so that its death costs a
+  /// recount of those only.
+  static func sessionIndexKey(_ instance: String) -> String { "countdown:iv:\(instance)" }
   /// Pub/Sub ignores the database number, so the channel carries it.
   static func channel(_ address: RedisAddress) -> String { "countdown:changes:\(address.database)" }
 
@@ -375,11 +378,14 @@ public final class RedisSequencer: CommandSequencer {
     }
   }
 
+  /// Sends this instance's count of `session` (0 for one it does not have
+  /// open, which only recounts the sum) and shows the sum that comes back.
   private func sendViewers(_ session: String, _ local: Int) {
-    sentViewers[session] = local
+    if open[session] != nil { sentViewers[session] = local }
     let arguments = [
-      "FCALL", "countdown_viewers", "2", Self.viewerKey(session), Self.instancesKey, instance,
-      String(local), channel, session, String(settings.heartbeatTTLMs),
+      "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
+      Self.sessionIndexKey(instance), instance, String(local), channel, session,
+      String(settings.heartbeatTTLMs),
     ]
     commands.send(arguments) { [weak self] result in
       guard case .success(.array(let parts)) = result, parts.count == 2,
@@ -391,9 +397,9 @@ public final class RedisSequencer: CommandSequencer {
 
   /// One call a second, whatever the session count. When this instance's own
   /// heartbeat had lapsed (a stalled link), others may have dropped its counts:
-  /// it sends them all again. When another instance's has newly expired, the
-  /// sums that counted it are recounted here (each live instance does the same;
-  /// the sum's version orders the answers).
+  /// it sends them all again. When another instance's has newly expired, this
+  /// one tries to reap it: the first instance to do so recounts the sessions
+  /// the dead one counted viewers in, once, and the others do nothing.
   private func heartbeat() {
     let firstBeat = !beaten
     beaten = true
@@ -416,11 +422,25 @@ public final class RedisSequencer: CommandSequencer {
       if lapsed == 1 && !firstBeat {
         log.warn("cluster_heartbeat_lapsed", ["instance": LogValue(instance)])
       }
-      guard lapsed == 1 || !newly.isEmpty else { return }
+      for dead in newly { reap(dead) }
+      guard lapsed == 1 else { return }
       for (session, entry) in open where !entry.loading {
-        let local = hub.localViewers(of: session) ?? 0
-        let countsOthers = (viewerSums[session] ?? local) != local
-        if lapsed == 1 || countsOthers { sendViewers(session, local) }
+        sendViewers(session, hub.localViewers(of: session) ?? 0)
+      }
+    }
+  }
+
+  private func reap(_ dead: String) {
+    let arguments = [
+      "FCALL", "countdown_reap", "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
+    ]
+    commands.send(arguments) { [weak self] result in
+      guard let self, let hub, case .success(.array(let sessions)) = result else { return }
+      for session in sessions.compactMap(\.text) {
+        // A session still loading keeps the count last sent, if any.
+        let loaded = open[session].map { !$0.loading } ?? false
+        let local = loaded ? hub.localViewers(of: session) ?? 0 : sentViewers[session] ?? 0
+        sendViewers(session, local)
       }
     }
   }

@@ -229,19 +229,23 @@ local function beat(set, instance, ttl, at)
   redis.call('ZADD', set, int(at + tonumber(ttl)), instance)
 end
 
--- KEYS: 1 the session's viewer hash, 2 the instance set. ARGV: instance id,
--- its count, channel, session, heartbeat TTL (ms). Returns {sum, version}:
--- the version orders sums that reach an instance both as replies and as
--- messages.
+-- KEYS: 1 the session's viewer hash, 2 the instance set, 3 the caller's
+-- session index (the sessions it counts viewers in, so that when it dies
+-- only those are recounted). ARGV: instance id, its count, channel, session,
+-- heartbeat TTL (ms). Returns {sum, version}: the version orders sums that
+-- reach an instance both as replies and as messages.
 local function viewers(keys, args)
   local instance, count, channel, session = args[1], tonumber(args[2]), args[3], args[4]
   local at = now_ms()
   beat(keys[2], instance, args[5], at)
   if count > 0 then
     redis.call('HSET', keys[1], instance, int(count))
+    redis.call('SADD', keys[3], session)
   else
     redis.call('HDEL', keys[1], instance)
+    redis.call('SREM', keys[3], session)
   end
+  redis.call('PEXPIRE', keys[3], KEEP_MS)
   local version = redis.call('HINCRBY', keys[1], '#', 1)
   local h = redis.call('HGETALL', keys[1])
   local sum, before = 0, nil
@@ -273,8 +277,8 @@ end
 -- ARGV: instance id, TTL (ms). Returns {lapsed, expired}: lapsed is 1 when
 -- this instance's own heartbeat had expired (others may have dropped its
 -- counts, so it sends them again); expired lists the instances whose
--- heartbeat has, so the caller recounts the sessions they watched. Steady
--- state costs one call a second per instance, whatever the session count.
+-- heartbeat has and that nobody has reaped yet (see reap). Steady state
+-- costs one call a second per instance, whatever the session count.
 local function heartbeat(keys, args)
   local instance = args[1]
   local at = now_ms()
@@ -287,7 +291,22 @@ local function heartbeat(keys, args)
   return {lapsed, expired}
 end
 
+-- Claims an expired instance for recounting: the first live instance to ask
+-- gets the sessions it counted viewers in (and recounts them), every later
+-- one gets nothing, and one that is not expired after all is left alone.
+-- KEYS: 1 the instance set, 2 that instance's session index. ARGV: its id.
+local function reap(keys, args)
+  local at = now_ms()
+  local deadline = redis.call('ZSCORE', keys[1], args[1])
+  if not deadline or tonumber(deadline) >= at then return {} end
+  redis.call('ZREM', keys[1], args[1])
+  local sessions = redis.call('SMEMBERS', keys[2])
+  redis.call('DEL', keys[2])
+  return sessions
+end
+
 redis.register_function('countdown_command', command)
 redis.register_function('countdown_viewers', viewers)
 redis.register_function('countdown_open', open)
 redis.register_function('countdown_heartbeat', heartbeat)
+redis.register_function('countdown_reap', reap)

@@ -265,17 +265,43 @@ import Testing
     let client = try redis.blocking()
     _ = try client.command(["CONFIG", "RESETSTAT"])
     // Only the heartbeat calls ZRANGEBYSCORE; only a count calls HINCRBY.
-    func calls(_ command: String) -> Int {
-      guard let info = try? client.command(["INFO", "commandstats"]).text,
-        let line = info.split(separator: "\r\n").first(where: {
-          $0.hasPrefix("cmdstat_\(command):")
-        }),
-        let value = line.split(separator: "=").dropFirst().first?.split(separator: ",").first
-      else { return 0 }
-      return Int(value) ?? 0
+    waitFor(loop, "three heartbeats from each instance") {
+      calls("zrangebyscore", client) >= 6
     }
-    waitFor(loop, "three heartbeats from each instance") { calls("zrangebyscore") >= 6 }
-    #expect(calls("hincrby") == 0)
+    #expect(calls("hincrby", client) == 0)
+  }
+
+  /// How often Redis has run `command` since its statistics were reset.
+  func calls(_ command: String, _ client: BlockingRedis) -> Int {
+    guard let info = try? client.command(["INFO", "commandstats"]).text,
+      let line = info.split(separator: "\r\n").first(where: {
+        $0.hasPrefix("cmdstat_\(command):")
+      }),
+      let value = line.split(separator: "=").dropFirst().first?.split(separator: ",").first
+    else { return 0 }
+    return Int(value) ?? 0
+  }
+
+  /// An instance's death is recounted once, by one survivor, over the
+  /// sessions it counted viewers in: not once per survivor and shared session.
+  @Test func deathIsRecountedOnce() throws {
+    let instances = (0..<3).map { _ in Instance(redis, loop: loop, epoch: epoch) }
+    connected(instances[0], instances[1], instances[2])
+    let sessions = (0..<20).map { "shared-\($0)" }
+    var viewers = sessions.flatMap { session in instances.map { Viewer($0.hub, session) } }
+    func allShow(_ count: Int, on hubs: [Int]) -> Bool {
+      for instance in instances { instance.hub.advance(now: now()) }
+      for index in viewers.indices { viewers[index].read(instances[index % 3].hub) }
+      return viewers.indices.filter { hubs.contains($0 % 3) }.allSatisfy {
+        viewers[$0].state["viewers"] as? Int == count
+      }
+    }
+    waitFor(loop, "3 viewers shown everywhere") { allShow(3, on: [0, 1, 2]) }
+    let client = try redis.blocking()
+    _ = try client.command(["CONFIG", "RESETSTAT"])
+    instances[0].sequencer.stop()
+    waitFor(loop, "2 viewers shown on the survivors") { allShow(2, on: [1, 2]) }
+    #expect(calls("hincrby", client) <= sessions.count, "one recount per session at most")
   }
 
   /// An instance whose heartbeat lapsed (a stalled link) sends its counts
