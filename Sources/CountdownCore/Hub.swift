@@ -216,9 +216,7 @@ public final class Hub {
       // A viewer may come from another instance whose seq ran ahead between
       // commands (its own viewer counts): its snapshot must not go back.
       if let record = clusterRecords[handle] {
-        let before = sessions[handle].machine.seq
-        sessions[handle].machine.skipSeq(pastPatchesSince: record, now: now)
-        if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
+        movingSeq(handle) { $0.skipSeq(pastPatchesSince: record, now: now) }
       }
     } else {
       guard sessions.count < config.maxSessions else { return .refused(.tooManySessions) }
@@ -236,9 +234,8 @@ public final class Hub {
     if let since, since <= sessions[handle].machine.seq + Self.maxSinceLead {
       if sessions[handle].loading {
         sinceWhileLoading[handle] = max(sinceWhileLoading[handle] ?? 0, since)
-      } else if since > sessions[handle].machine.seq {
-        sessions[handle].machine.raiseSeq(to: since)
-        sessions[handle].patchFrameFresh = false
+      } else {
+        movingSeq(handle) { $0.raiseSeq(to: since) }
       }
     }
     var shownKey: String?
@@ -380,16 +377,9 @@ public final class Hub {
         connections[ConnectionHandle(viewer)].isController = false
       }
     }
-    if let record {
-      clusterRecords[handle] = record
-      transition(handle) { machine in
-        machine.skipSeq(pastPatchesSince: record, now: now)
-        return machine.adopt(record, now: now)
-      }
-    }
+    if let record { adoptClusterRecord(record, handle, now: now) }
     if let since = sinceWhileLoading.removeValue(forKey: handle) {
-      sessions[handle].machine.raiseSeq(to: since)
-      sessions[handle].patchFrameFresh = false
+      movingSeq(handle) { $0.raiseSeq(to: since) }
     }
     dirtyConnections.append(contentsOf: sessions[handle].viewers)
     dispatchWaiting(handle, now: now)
@@ -404,11 +394,25 @@ public final class Hub {
     guard let handle = sessionIndex[id], !sessions[handle].loading,
       record.revision > sessions[handle].machine.revision
     else { return }
+    adoptClusterRecord(record, handle, now: now)
+  }
+
+  /// Takes a record sequenced in the cluster, with seq moved past whatever
+  /// any instance may have sent since it was written.
+  private func adoptClusterRecord(_ record: SessionRecord, _ handle: SessionHandle, now: Int64) {
     clusterRecords[handle] = record
     transition(handle) { machine in
       machine.skipSeq(pastPatchesSince: record, now: now)
       return machine.adopt(record, now: now)
     }
+  }
+
+  /// Moves a session's seq on without a patch; the encoded patch frame then
+  /// carries a seq no longer the session's.
+  private func movingSeq(_ handle: SessionHandle, _ move: (inout SessionStateMachine) -> Void) {
+    let before = sessions[handle].machine.seq
+    move(&sessions[handle].machine)
+    if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
   }
 
   private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {

@@ -144,22 +144,15 @@ final class HiredisContext {
   /// Queues a command; false when hiredis refused it (the context is going).
   func send(_ arguments: [String], tag: UInt) -> Bool {
     guard !freed else { return false }
-    let lengths = arguments.map { $0.utf8.count }
-    let copies = arguments.map { strdup($0) }
-    defer { copies.forEach { free($0) } }
-    var pointers = copies.map { UnsafePointer<CChar>($0) }
-    let status = pointers.withUnsafeMutableBufferPointer { argv in
-      lengths.withUnsafeBufferPointer { argvlen in
-        redisAsyncCommandArgv(
-          raw,
-          { context, reply, tag in
-            guard let context, let owner = HiredisContext.owner(of: context) else { return }
-            let value = reply.map { convert($0.assumingMemoryBound(to: redisReply.self)) }
-            owner.contextReplied(
-              UInt(bitPattern: context), tag: UInt(bitPattern: tag), value)
-          }, UnsafeMutableRawPointer(bitPattern: tag), Int32(arguments.count),
-          argv.baseAddress, argvlen.baseAddress)
-      }
+    let status = withArgv(arguments) { count, argv, argvlen in
+      redisAsyncCommandArgv(
+        raw,
+        { context, reply, tag in
+          guard let context, let owner = HiredisContext.owner(of: context) else { return }
+          let value = reply.map { convert($0.assumingMemoryBound(to: redisReply.self)) }
+          owner.contextReplied(
+            UInt(bitPattern: context), tag: UInt(bitPattern: tag), value)
+        }, UnsafeMutableRawPointer(bitPattern: tag), count, argv, argvlen)
     }
     return status == REDIS_OK
   }
@@ -183,6 +176,32 @@ final class HiredisContext {
 
   /// hiredis freed the context itself (after `contextLost`): forget it.
   func forget() { freed = true }
+}
+
+/// Hands hiredis a command as C strings with their lengths,
+/// valid for the duration of `body`.
+private func withArgv<Result>(
+  _ arguments: [String],
+  _ body: (
+    Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?
+  ) -> Result
+) -> Result {
+  let lengths = arguments.map { $0.utf8.count }
+  let copies = arguments.map { strdup($0) }
+  defer { copies.forEach { free($0) } }
+  var pointers = copies.map { UnsafePointer<CChar>($0) }
+  return pointers.withUnsafeMutableBufferPointer { argv in
+    lengths.withUnsafeBufferPointer { argvlen in
+      body(Int32(arguments.count), argv.baseAddress, argvlen.baseAddress)
+    }
+  }
+}
+
+/// The message in a blocking context's fixed-size `errstr`.
+private func errorText(of context: UnsafeMutablePointer<redisContext>) -> String {
+  withUnsafePointer(to: context.pointee.errstr) {
+    $0.withMemoryRebound(to: CChar.self, capacity: 128) { String(cString: $0) }
+  }
 }
 
 /// Copies a hiredis reply into a Swift value.
@@ -218,9 +237,7 @@ public final class BlockingRedis {
     }
     guard let context else { throw RedisError(.disconnected, "out of memory") }
     guard context.pointee.err == 0 else {
-      let message = withUnsafePointer(to: context.pointee.errstr) {
-        $0.withMemoryRebound(to: CChar.self, capacity: 128) { String(cString: $0) }
-      }
+      let message = errorText(of: context)
       redisFree(context)
       throw RedisError(.disconnected, "\(address): \(message)")
     }
@@ -233,21 +250,10 @@ public final class BlockingRedis {
   /// Sends one command and waits for its reply; an error reply throws.
   @discardableResult
   public func command(_ arguments: [String]) throws(RedisError) -> RedisReply {
-    let lengths = arguments.map { $0.utf8.count }
-    let copies = arguments.map { strdup($0) }
-    defer { copies.forEach { free($0) } }
-    var pointers = copies.map { UnsafePointer<CChar>($0) }
-    let reply = pointers.withUnsafeMutableBufferPointer { argv in
-      lengths.withUnsafeBufferPointer { argvlen in
-        redisCommandArgv(raw, Int32(arguments.count), argv.baseAddress, argvlen.baseAddress)
-      }
+    let reply = withArgv(arguments) { count, argv, argvlen in
+      redisCommandArgv(raw, count, argv, argvlen)
     }
-    guard let reply else {
-      let message = withUnsafePointer(to: raw.pointee.errstr) {
-        $0.withMemoryRebound(to: CChar.self, capacity: 128) { String(cString: $0) }
-      }
-      throw RedisError(.disconnected, message)
-    }
+    guard let reply else { throw RedisError(.disconnected, errorText(of: raw)) }
     let typed = reply.assumingMemoryBound(to: redisReply.self)
     defer { freeReplyObject(reply) }
     let value = convert(typed)

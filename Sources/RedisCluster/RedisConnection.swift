@@ -1,3 +1,5 @@
+import Observability
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -202,8 +204,4 @@ final class RedisConnection: HiredisContextOwner {
 }
 
 /// Milliseconds on a clock that never steps, for deadlines.
-func monotonicMs() -> Int64 {
-  var spec = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &spec)
-  return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-}
+func monotonicMs() -> Int64 { monotonicNanoseconds() / 1_000_000 }

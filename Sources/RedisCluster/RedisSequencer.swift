@@ -88,6 +88,10 @@ public final class RedisSequencer: CommandSequencer {
     var revision: UInt64 = 0
     var loading = true
     var keyHash: KeyHash?
+    /// The viewer count this instance last sent.
+    var sentViewers: Int?
+    /// The version of the last sum shown (see `showViewers`).
+    var viewerVersion: Int64 = 0
   }
 
   private var open: [String: OpenSession] = [:]
@@ -111,17 +115,12 @@ public final class RedisSequencer: CommandSequencer {
   private var staleTimer: LoopTimer?
   /// When the probe now on its way through the channel was sent.
   private var probeSentAt: Int64?
-  /// When the last heartbeat went out (ms), and whether one has.
+  /// When the last heartbeat went out (ms); nil before the first.
   private var heartbeatAt: Int64?
-  private var beaten = false
   /// This instance's name in the viewer hashes and the instance set.
   public let instance = Hub.randomEpoch()
   /// The instances whose heartbeat had expired at the last heartbeat.
   private var expiredInstances: Set<String> = []
-  /// By session: the count this instance last sent, and the last sum heard.
-  private var sentViewers: [String: Int] = [:]
-  private var viewerSums: [String: Int] = [:]
-  private var viewerVersions: [String: Int64] = [:]
 
   public init(
     settings: Settings, clock: any WallClock = SystemClock(),
@@ -225,9 +224,6 @@ public final class RedisSequencer: CommandSequencer {
 
   public func forgot(session: String) {
     open[session] = nil
-    sentViewers[session] = nil
-    viewerSums[session] = nil
-    viewerVersions[session] = nil
   }
 
   // MARK: Replies and messages
@@ -368,12 +364,12 @@ public final class RedisSequencer: CommandSequencer {
     // shorter, so that one late beat does not let the instance lapse.
     let now = clock.nowMilliseconds()
     if now - (heartbeatAt ?? .min / 2) >= min(1000, settings.heartbeatTTLMs / 3) {
+      heartbeat(first: heartbeatAt == nil)
       heartbeatAt = now
-      heartbeat()
     }
     for (session, entry) in open where !entry.loading {
       let local = hub.localViewers(of: session) ?? 0
-      guard local != sentViewers[session] else { continue }
+      guard local != entry.sentViewers else { continue }
       sendViewers(session, local)
     }
   }
@@ -381,7 +377,7 @@ public final class RedisSequencer: CommandSequencer {
   /// Sends this instance's count of `session` (0 for one it does not have
   /// open, which only recounts the sum) and shows the sum that comes back.
   private func sendViewers(_ session: String, _ local: Int) {
-    if open[session] != nil { sentViewers[session] = local }
+    open[session]?.sentViewers = local
     let arguments = [
       "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
       Self.sessionIndexKey(instance), instance, String(local), channel, session,
@@ -400,9 +396,7 @@ public final class RedisSequencer: CommandSequencer {
   /// it sends them all again. When another instance's has newly expired, this
   /// one tries to reap it: the first instance to do so recounts the sessions
   /// the dead one counted viewers in, once, and the others do nothing.
-  private func heartbeat() {
-    let firstBeat = !beaten
-    beaten = true
+  private func heartbeat(first: Bool) {
     let arguments = [
       "FCALL", "countdown_heartbeat", "1", Self.instancesKey, instance,
       String(settings.heartbeatTTLMs),
@@ -419,7 +413,7 @@ public final class RedisSequencer: CommandSequencer {
           "cluster_instance_expired", ["instances": LogValue(newly.sorted().joined(separator: ","))]
         )
       }
-      if lapsed == 1 && !firstBeat {
+      if lapsed == 1 && !first {
         log.warn("cluster_heartbeat_lapsed", ["instance": LogValue(instance)])
       }
       for dead in newly { reap(dead) }
@@ -438,8 +432,9 @@ public final class RedisSequencer: CommandSequencer {
       guard let self, let hub, case .success(.array(let sessions)) = result else { return }
       for session in sessions.compactMap(\.text) {
         // A session still loading keeps the count last sent, if any.
-        let loaded = open[session].map { !$0.loading } ?? false
-        let local = loaded ? hub.localViewers(of: session) ?? 0 : sentViewers[session] ?? 0
+        let entry = open[session]
+        let loaded = entry.map { !$0.loading } ?? false
+        let local = loaded ? hub.localViewers(of: session) ?? 0 : entry?.sentViewers ?? 0
         sendViewers(session, local)
       }
     }
@@ -459,10 +454,9 @@ public final class RedisSequencer: CommandSequencer {
   /// A sum arrives both as a reply and as a message, on two connections: the
   /// version keeps an older one from overwriting a newer.
   private func showViewers(_ session: String, sum: Int, version: Int64) {
-    guard open[session] != nil, version > viewerVersions[session] ?? 0 else { return }
-    viewerVersions[session] = version
-    viewerSums[session] = sum
-    let others = max(0, sum - (sentViewers[session] ?? 0))
+    guard let entry = open[session], version > entry.viewerVersion else { return }
+    open[session]!.viewerVersion = version
+    let others = max(0, sum - (entry.sentViewers ?? 0))
     let now = clock.nowMilliseconds()
     deliver { [weak self] in
       self?.hub?.setRemoteViewers(session: session, count: others, now: now)

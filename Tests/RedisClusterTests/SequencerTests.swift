@@ -34,6 +34,17 @@ import Testing
     return (va, vb)
   }
 
+  /// A viewer and the instance's hub it watches through.
+  typealias Watching = (viewer: Viewer, hub: Hub)
+
+  /// Advances the viewers' hubs, reads each viewer on its own hub, and tells
+  /// whether every one shows `count` viewers.
+  func allShow(_ count: Int, _ viewers: inout [Watching]) -> Bool {
+    for hub in viewers.map(\.hub) { hub.advance(now: now()) }
+    for index in viewers.indices { viewers[index].viewer.read(viewers[index].hub) }
+    return viewers.allSatisfy { $0.viewer.state["viewers"] as? Int == count }
+  }
+
   /// A start on A reaches B's viewer with the same deadline, and B's seq is not below A's.
   @Test func commandOnOneInstanceIsSeenOnAnother() {
     let a = Instance(redis, loop: loop, epoch: epoch)
@@ -251,17 +262,11 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     connected(a, b)
-    var viewers: [(Viewer, Viewer)] = (0..<20).map { joined(a, b, "quiet-\($0)") }
-    waitFor(loop, "2 viewers shown on every session") {
-      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
-      for index in viewers.indices {
-        viewers[index].0.read(a.hub)
-        viewers[index].1.read(b.hub)
-      }
-      return viewers.allSatisfy {
-        $0.0.state["viewers"] as? Int == 2 && $0.1.state["viewers"] as? Int == 2
-      }
+    var viewers: [Watching] = (0..<20).flatMap {
+      let (va, vb) = joined(a, b, "quiet-\($0)")
+      return [(va, a.hub), (vb, b.hub)]
     }
+    waitFor(loop, "2 viewers shown on every session") { allShow(2, &viewers) }
     let client = try redis.blocking()
     _ = try client.command(["CONFIG", "RESETSTAT"])
     // Only the heartbeat calls ZRANGEBYSCORE; only a count calls HINCRBY.
@@ -288,19 +293,15 @@ import Testing
     let instances = (0..<3).map { _ in Instance(redis, loop: loop, epoch: epoch) }
     connected(instances[0], instances[1], instances[2])
     let sessions = (0..<20).map { "shared-\($0)" }
-    var viewers = sessions.flatMap { session in instances.map { Viewer($0.hub, session) } }
-    func allShow(_ count: Int, on hubs: [Int]) -> Bool {
-      for instance in instances { instance.hub.advance(now: now()) }
-      for index in viewers.indices { viewers[index].read(instances[index % 3].hub) }
-      return viewers.indices.filter { hubs.contains($0 % 3) }.allSatisfy {
-        viewers[$0].state["viewers"] as? Int == count
-      }
+    var viewers: [Watching] = sessions.flatMap { session in
+      instances.map { (Viewer($0.hub, session), $0.hub) }
     }
-    waitFor(loop, "3 viewers shown everywhere") { allShow(3, on: [0, 1, 2]) }
+    waitFor(loop, "3 viewers shown everywhere") { allShow(3, &viewers) }
     let client = try redis.blocking()
     _ = try client.command(["CONFIG", "RESETSTAT"])
     instances[0].sequencer.stop()
-    waitFor(loop, "2 viewers shown on the survivors") { allShow(2, on: [1, 2]) }
+    var survivors = viewers.filter { $0.hub !== instances[0].hub }
+    waitFor(loop, "2 viewers shown on the survivors") { allShow(2, &survivors) }
     #expect(calls("hincrby", client) <= sessions.count, "one recount per session at most")
   }
 
@@ -310,13 +311,9 @@ import Testing
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     connected(a, b)
-    var (va, vb) = joined(a, b, "lapse")
-    waitFor(loop, "2 viewers shown on both instances") {
-      for hub in [a.hub, b.hub] { hub.advance(now: now()) }
-      va.read(a.hub)
-      vb.read(b.hub)
-      return [va, vb].allSatisfy { $0.state["viewers"] as? Int == 2 }
-    }
+    let (va, vb) = joined(a, b, "lapse")
+    var viewers: [Watching] = [(va, a.hub), (vb, b.hub)]
+    waitFor(loop, "2 viewers shown on both instances") { allShow(2, &viewers) }
     let client = try redis.blocking()
     let key = RedisSequencer.viewerKey("lapse")
     let instance = a.sequencer.instance
