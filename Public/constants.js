@@ -16,7 +16,7 @@ export const CONTRACT = Object.freeze({
   "ops": ["start", "cancel", "pause", "resume", "adjust", "ping"],
   "errorCodes": [
     "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
-    "forbidden", "too_many_sessions", "unavailable"
+    "forbidden", "too_many_sessions", "unavailable", "outcome_unknown"
   ],
   "closeCodes": {
     "goingAway": 1001,

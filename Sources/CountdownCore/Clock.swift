@@ -29,3 +29,19 @@ public struct SystemClock: WallClock {
     return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
   }
 }
+
+/// Another clock shifted by a fixed amount: `--test-clock-offset-ms`, which
+/// stands in for a host whose clock is off (libfaketime cannot be preloaded
+/// into a Swift binary).
+public struct ShiftedClock: WallClock {
+  public let base: any WallClock
+  public let offsetMs: Int64
+
+  public init(_ base: any WallClock = SystemClock(), byMs offsetMs: Int64) {
+    self.base = base
+    self.offsetMs = offsetMs
+  }
+
+  public func nowMilliseconds() -> Int64 { base.nowMilliseconds() + offsetMs }
+  public func nowMicroseconds() -> Int64 { base.nowMicroseconds() + offsetMs * 1000 }
+}

@@ -495,6 +495,9 @@ public final class Hub {
     case .rateLimited: "too many commands"
     case .tooManySessions: "the server has as many sessions as it allows"
     case .unavailable: "the server cannot store commands right now; try again"
+    case .outcomeUnknown:
+      "the server lost track of this command and cannot tell whether it applied; "
+        + "look at the countdown before you try again"
     }
   }
 

@@ -10,6 +10,9 @@ public enum ErrorCode: String, Error, Equatable, Sendable, CaseIterable {
   case tooManySessions = "too_many_sessions"
   /// Storage or the cluster could not take the command; nothing changed.
   case unavailable
+  /// The cluster lost a command's reply and cannot tell whether it applied:
+  /// the client should look at the state before it retries.
+  case outcomeUnknown = "outcome_unknown"
 }
 
 /// A command from a client, decoded and validated.

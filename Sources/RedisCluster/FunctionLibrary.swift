@@ -23,6 +23,9 @@ public enum FunctionLibrary {
     local PATCHES_PER_SECOND = 5
     -- A session hash outlives its last command or read by this long.
     local KEEP_MS = 7 * 86400 * 1000
+    -- How many nonces of applied (and of voided) commands a session keeps: a
+    -- command whose reply was lost is looked up among them (see resolve).
+    local NONCES_KEPT = 16
 
     local function int(n) return string.format('%.0f', n) end
 
@@ -50,6 +53,8 @@ public enum FunctionLibrary {
         revision = tonumber(f.revision or '0'),
         created = tonumber(f.created or '0'),
         key = f.key,
+        applied = f.applied,
+        voided = f.voided,
         -- false when only `open` has written (a creation time, a key hash).
         stored = f.phase ~= nil,
       }
@@ -143,6 +148,29 @@ public enum FunctionLibrary {
       return nil
     end
 
+    -- Nonces are kept as one space-separated field, the newest last.
+    local function listed(list, nonce)
+      if not list then return false end
+      for item in string.gmatch(list, '%S+') do
+        if item == nonce then return true end
+      end
+      return false
+    end
+
+    local function count_listed(list)
+      local n = 0
+      if list then for _ in string.gmatch(list, '%S+') do n = n + 1 end end
+      return n
+    end
+
+    local function push(list, nonce)
+      local items = {}
+      if list then for item in string.gmatch(list, '%S+') do table.insert(items, item) end end
+      table.insert(items, nonce)
+      while #items > NONCES_KEPT do table.remove(items, 1) end
+      return table.concat(items, ' ')
+    end
+
     local function write(key, r, at)
       redis.call('DEL', key)
       local fields = {
@@ -155,6 +183,8 @@ public enum FunctionLibrary {
       end
       if r.label then table.insert(fields, 'label'); table.insert(fields, r.label) end
       if r.key then table.insert(fields, 'key'); table.insert(fields, r.key) end
+      if r.applied then table.insert(fields, 'applied'); table.insert(fields, r.applied) end
+      if r.voided then table.insert(fields, 'voided'); table.insert(fields, r.voided) end
       redis.call('HSET', key, unpack(fields))
       redis.call('PEXPIRE', key, KEEP_MS)
     end
@@ -174,7 +204,9 @@ public enum FunctionLibrary {
     -- ARGV: epoch, channel, session, op, a, b, finished label ('' for none),
     -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
     -- label): the base when Redis has lost the session's hash; last, optional,
-    -- the latest Redis time (ms) at which the caller still waits for the answer.
+    -- the latest Redis time (ms) at which the caller still waits for the answer;
+    -- optional too, the command's nonce, kept with the session when it applies
+    -- so that a caller whose reply was lost can tell (resolve).
     -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
     local function command(keys, args)
       local epoch, channel, session, op = args[1], args[2], args[3], args[4]
@@ -185,6 +217,10 @@ public enum FunctionLibrary {
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
       local r = read(keys[1])
+      local nonce = args[15] or ''
+      -- A caller that lost the reply has asked already, and answered that this
+      -- command changed nothing: it must not apply now.
+      if nonce ~= '' and r and listed(r.voided, nonce) then return {'expired'} end
       if not r or not r.stored then
         r = {
           phase = args[8], duration = tonumber(args[9]),
@@ -192,10 +228,12 @@ public enum FunctionLibrary {
           remainingMs = args[11] ~= '-' and tonumber(args[11]) or nil,
           revision = tonumber(args[12]), label = args[13] ~= '' and args[13] or nil,
           created = (r and r.created ~= 0 and r.created) or at, key = r and r.key,
+          voided = r and r.voided,
         }
       end
       local refused = apply(r, op, args[5], args[6], args[7], at)
       if refused then return {'rejected', refused} end
+      if nonce ~= '' then r.applied = push(r.applied, nonce) end
       write(keys[1], r, at)
       local pos = redis.call('INCR', keys[3])
       local line = encode(epoch, pos, session, r, at)
@@ -217,6 +255,36 @@ public enum FunctionLibrary {
       local r = read(keys[1])
       local pos = tonumber(redis.call('GET', keys[3]) or '0')
       return {encode(epoch, pos, session, r, at), r.key or ''}
+    end
+
+    -- A command whose reply was lost (the connection dropped after it was
+    -- sent): did it apply? Its nonce among the session's applied ones says yes;
+    -- the nonces kept cover every revision it could have made, or the hash was
+    -- never commanded, say no. Before answering no, while the command could
+    -- still arrive (Redis time not past its deadline), its nonce is voided so
+    -- that it never applies. Otherwise it cannot be known.
+    -- KEYS as countdown_command. ARGV: epoch, session, nonce, the revision the
+    -- caller had when it sent the command, the command's deadline (Redis ms).
+    -- Returns {'applied', line} | {'absent'} | {'unknown'}.
+    local function resolve(keys, args)
+      local epoch, session, nonce = args[1], args[2], args[3]
+      local base, deadline = tonumber(args[4]), tonumber(args[5])
+      local at = now_ms()
+      local r = read(keys[1])
+      if r and r.stored and listed(r.applied, nonce) then
+        local pos = tonumber(redis.call('GET', keys[3]) or '0')
+        return {'applied', encode(epoch, pos, session, r, at)}
+      end
+      if at <= deadline then
+        redis.call('HSET', keys[1], 'voided', push(r and r.voided, nonce))
+        if not r then redis.call('PEXPIRE', keys[1], 60000) end
+      end
+      if not r then return {'unknown'} end
+      if not r.stored then return {'absent'} end
+      -- Applied, it made a revision above base; the applied nonces kept name
+      -- the commands that made the last revisions, one each.
+      if r.revision - count_listed(r.applied) <= base then return {'absent'} end
+      return {'unknown'}
     end
 
     -- Viewer counts, cluster-wide: each instance keeps its own count of a
@@ -315,5 +383,6 @@ public enum FunctionLibrary {
     redis.register_function('countdown_open', open)
     redis.register_function('countdown_heartbeat', heartbeat)
     redis.register_function('countdown_reap', reap)
+    redis.register_function('countdown_resolve', resolve)
     """#
 }

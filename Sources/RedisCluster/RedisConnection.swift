@@ -32,6 +32,14 @@ final class RedisConnection: HiredisContextOwner {
   private var context: HiredisContext?
   private var connectDeadline: Int64?
   private var pending: [UInt: Pending] = [:]
+  /// Pending tags in the order they were sent, which is their deadlines'
+  /// order too: each deadline is the send time plus the same timeout, on a
+  /// clock that never steps back. So the earliest deadline is the oldest tag
+  /// still pending, found in O(1) amortised (answered tags at the front are
+  /// dropped as it looks), where a scan of `pending` cost O(n) per send.
+  private var sentOrder = TagQueue()
+  /// The deadline the timer is armed for, so a send does not re-arm it.
+  private var armedFor: Int64?
   /// Handlers that hear every message of a subscription, until the connection goes.
   private var subscriptions: [UInt: Handler] = [:]
   private var timedOut: Set<UInt> = []
@@ -81,8 +89,11 @@ final class RedisConnection: HiredisContextOwner {
     let tag = nextTag
     nextTag += 1
     guard context.send(arguments, tag: tag) else { return false }
-    pending[tag] = Pending(deadline: monotonicMs() + timeoutMs, handler: handler)
-    armDeadlines()
+    let deadline = monotonicMs() + timeoutMs
+    pending[tag] = Pending(deadline: deadline, handler: handler)
+    sentOrder.append(tag)
+    // A later deadline than the one armed changes nothing.
+    if armedFor == nil { armDeadlines() }
     return true
   }
 
@@ -168,6 +179,7 @@ final class RedisConnection: HiredisContextOwner {
     // A context hiredis failed before connecting never ran its callbacks.
     let orphans = pending
     pending = [:]
+    sentOrder.removeAll()
     timedOut = []
     for (_, entry) in orphans { entry.handler(.failure(error)) }
     if wasUp { onDown?(error) }
@@ -178,28 +190,65 @@ final class RedisConnection: HiredisContextOwner {
     retryTimer.schedule(afterMs: Int64.random(in: backoffMs / 2...backoffMs))
   }
 
+  /// The oldest pending command's deadline, dropping answered tags before it.
+  private func earliestDeadline() -> Int64? {
+    while let tag = sentOrder.first {
+      if let entry = pending[tag] { return entry.deadline }
+      sentOrder.removeFirst()
+    }
+    return nil
+  }
+
   private func armDeadlines() {
-    let earliest = pending.values.map(\.deadline).min()
-    guard let next = [earliest, connectDeadline].compactMap({ $0 }).min() else {
+    guard let next = [earliestDeadline(), connectDeadline].compactMap({ $0 }).min() else {
+      armedFor = nil
       deadlineTimer.cancel()
       return
     }
+    armedFor = next
     deadlineTimer.schedule(afterMs: next - monotonicMs())
   }
 
   private func checkDeadlines() {
+    armedFor = nil
     let now = monotonicMs()
     if let connectDeadline, connectDeadline <= now {
       drop(RedisError(.timeout, "\(name): no connection within \(timeoutMs) ms"))
       return
     }
-    let late = pending.filter { $0.value.deadline <= now }.map(\.key)
-    if !late.isEmpty {
-      timedOut.formUnion(late)
+    if let earliest = earliestDeadline(), earliest <= now {
+      // One pass, once: the connection goes with every command on it.
+      timedOut.formUnion(pending.filter { $0.value.deadline <= now }.map(\.key))
       drop(RedisError(.timeout, "\(name): no reply within \(timeoutMs) ms"))
       return
     }
     armDeadlines()
+  }
+}
+
+/// A FIFO of tags: an array and a read index, compacted when half is read.
+struct TagQueue {
+  private var tags: [UInt] = []
+  private var head = 0
+
+  var first: UInt? { head < tags.count ? tags[head] : nil }
+
+  mutating func append(_ tag: UInt) { tags.append(tag) }
+
+  mutating func removeFirst() {
+    head += 1
+    if head == tags.count {
+      tags.removeAll(keepingCapacity: true)
+      head = 0
+    } else if head >= 1024 && head * 2 >= tags.count {
+      tags.removeFirst(head)
+      head = 0
+    }
+  }
+
+  mutating func removeAll() {
+    tags.removeAll(keepingCapacity: true)
+    head = 0
   }
 }
 

@@ -51,6 +51,11 @@ public final class RedisSequencer: CommandSequencer {
     /// Sessions read again (a gap, another epoch, a reconnect, a lost message).
     public var rereads = 0
     public var reconnects = 0
+    /// Commands whose reply was lost, resolved by reading the session back:
+    /// found applied, found not applied, or not knowable.
+    public var lostRepliesApplied = 0
+    public var lostRepliesNotApplied = 0
+    public var lostRepliesUnknown = 0
   }
 
   static let epochKey = "countdown:epoch"
@@ -66,6 +71,15 @@ public final class RedisSequencer: CommandSequencer {
   static func channel(_ address: RedisAddress) -> String { "countdown:changes:\(address.database)" }
 
   static let unreachable = "the cluster cannot order commands right now; try again"
+  static let unknowable =
+    "the cluster lost the reply to this command and cannot tell whether it applied; "
+    + "look at the countdown before you try again"
+
+  /// Reads and recounts for many sessions at once (a reconcile, a recount
+  /// after a lapse) go out this many at a time, the next as replies come
+  /// back: one loop iteration then costs a window, not the session count,
+  /// and a command queues behind a window at most.
+  static let bulkWindow = 256
 
   /// Set once the hub exists (the hub holds the sequencer).
   public weak var hub: Hub?
@@ -77,7 +91,10 @@ public final class RedisSequencer: CommandSequencer {
   public let settings: Settings
   private let channel: String
   private let deliver: (@escaping () -> Void) -> Void
+  /// This instance's own clock, which `redisClock` is measured against.
   private let clock: any WallClock
+  /// Redis's clock: every time handed to the hub is on it (see `RedisClock`).
+  public let redisClock: RedisClock
   // A subscribed hiredis connection can send nothing else: two connections,
   // made by `start` on the loop it is given.
   private var commands: RedisConnection!
@@ -99,8 +116,6 @@ public final class RedisSequencer: CommandSequencer {
   /// A reply has come back on the commands connection since it (re)connected:
   /// a TCP connection alone proves nothing through a proxy that stopped forwarding.
   private var answering = false
-  /// Redis's clock minus ours (ms), measured with TIME at each connect.
-  private var redisClockOffsetMs: Int64 = 0
   /// The highest position seen on the channel (or read) since subscribing.
   private var position: Int64 = 0
   /// The position Redis had at the last check.
@@ -122,24 +137,65 @@ public final class RedisSequencer: CommandSequencer {
   /// The instances whose heartbeat had expired at the last heartbeat.
   private var expiredInstances: Set<String> = []
 
+  private enum BulkItem {
+    case read(String)
+    case viewers(String, Int)
+  }
+  /// Waiting bulk work, from `bulkHead` on, and how much of it is sent.
+  private var bulk: [BulkItem] = []
+  private var bulkHead = 0
+  private var bulkInFlight = 0
+  /// Sessions with a bulk read waiting, so a second reconcile adds none.
+  private var bulkReads: Set<String> = []
+
+  /// Each command carries a nonce that the function keeps with the session,
+  /// so that a command whose reply was lost can be looked up.
+  private var nextNonce: UInt64 = 0
+  private struct LostReply {
+    var ticket: Ticket
+    var session: String
+    var nonce: String
+    /// The revision the instance had when it sent the command.
+    var base: UInt64
+    /// The command's deadline on Redis's clock.
+    var deadline: Int64
+    /// Past this (monotonic ms) it is answered `outcome_unknown`.
+    var giveUpAt: Int64
+  }
+  /// Commands whose reply was lost, by nonce, until resolved.
+  private var lostReplies: [String: LostReply] = [:]
+  private var lostReplyTimer: LoopTimer?
+
+  /// `clock` is this instance's wall clock, or a `RedisClock` on it (one
+  /// `prepare` measured already).
   public init(
     settings: Settings, clock: any WallClock = SystemClock(),
     deliver: @escaping (@escaping () -> Void) -> Void
   ) {
     self.settings = settings
     self.channel = Self.channel(settings.address)
-    self.clock = clock
+    redisClock = clock as? RedisClock ?? RedisClock(local: clock)
+    self.clock = redisClock.local
     self.deliver = deliver
   }
 
   /// Loads the function library and agrees on the cluster epoch: blocking,
   /// for start-up before the listener opens. `proposed` becomes the epoch
-  /// when Redis has none; the answer is the cluster's.
+  /// when Redis has none; the answer is the cluster's. `clock`, if given,
+  /// gets its first offset, so the first sessions are on Redis's time.
   public static func prepare(
-    _ address: RedisAddress, proposedEpoch proposed: String, timeoutMs: Int = 2000
+    _ address: RedisAddress, proposedEpoch proposed: String, timeoutMs: Int = 2000,
+    clock: RedisClock? = nil
   ) throws(RedisError) -> String {
     let redis = try BlockingRedis(address, timeoutMs: timeoutMs)
     if address.database != 0 { try redis.command(["SELECT", String(address.database)]) }
+    if let clock {
+      let asked = clock.local.nowMicroseconds()
+      if let micros = RedisClock.micros(ofTime: try redis.command(["TIME"])) {
+        clock.measured(
+          redisMicros: micros, asked: asked, answered: clock.local.nowMicroseconds(), fresh: true)
+      }
+    }
     try redis.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
     try redis.command(["SET", epochKey, proposed, "NX"])
     guard let epoch = try redis.command(["GET", epochKey]).text else {
@@ -160,6 +216,7 @@ public final class RedisSequencer: CommandSequencer {
     subscriber.onUp = { [unowned self] in subscriberUp() }
     commands.onDown = { [unowned self] in
       answering = false
+      dropBulk()
       down("commands", $0)
     }
     subscriber.onDown = { [unowned self] in
@@ -172,6 +229,7 @@ public final class RedisSequencer: CommandSequencer {
     checkTimer = LoopTimer(loop: loop) { [unowned self] in check() }
     checkTimer?.schedule(afterMs: settings.checkIntervalMs)
     staleTimer = LoopTimer(loop: loop) { [unowned self] in tellStale(!isConnected) }
+    lostReplyTimer = LoopTimer(loop: loop) { [unowned self] in giveUpLostReplies() }
     viewerTimer = LoopTimer(loop: loop) { [unowned self] in pushViewers() }
     viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
   }
@@ -181,6 +239,7 @@ public final class RedisSequencer: CommandSequencer {
     checkTimer = nil
     viewerTimer = nil
     staleTimer = nil
+    lostReplyTimer = nil
     subscriber?.stop()
     commands?.stop()
     subscriber = nil
@@ -198,15 +257,18 @@ public final class RedisSequencer: CommandSequencer {
       return .done(.unavailable(Self.unreachable))
     }
     let (op, first, second, label) = Self.arguments(of: request.command)
+    let deadline = redisDeadline()
+    nextNonce += 1
+    let lost = LostReply(
+      ticket: request.ticket, session: request.session, nonce: "\(instance)-\(nextNonce)",
+      base: request.current.revision, deadline: deadline, giveUpAt: 0)
     let arguments =
       [
         "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
-      ] + RecordMessage.arguments(of: request.current) + [String(redisDeadline())]
-    let ticket = request.ticket
-    let session = request.session
+      ] + RecordMessage.arguments(of: request.current) + [String(deadline), lost.nonce]
     let sent = commands.send(arguments) { [weak self] result in
-      self?.commandAnswered(ticket, session: session, result)
+      self?.commandAnswered(lost, result)
     }
     guard sent else {
       stats.commandsUnavailable += 1
@@ -228,9 +290,9 @@ public final class RedisSequencer: CommandSequencer {
 
   // MARK: Replies and messages
 
-  private func commandAnswered(
-    _ ticket: Ticket, session: String, _ result: Result<RedisReply, RedisError>
-  ) {
+  private func commandAnswered(_ sent: LostReply, _ result: Result<RedisReply, RedisError>) {
+    let ticket = sent.ticket
+    let session = sent.session
     let outcome: SequenceOutcome
     switch result {
     case .success(let reply):
@@ -255,25 +317,36 @@ public final class RedisSequencer: CommandSequencer {
       default:
         outcome = .unavailable(Self.unreachable)
       }
+    case .failure(let error) where error.kind == .disconnected || error.kind == .timeout:
+      // Sent, and the connection went before the reply: it may have applied.
+      log.warn(
+        "redis_reply_lost",
+        ["session": LogValue(session), "error": LogValue(error.description)])
+      replyLost(sent)
+      return
     case .failure(let error):
       log.warn("redis_command_failed", ["error": LogValue(error.description)])
       outcome = .unavailable(Self.unreachable)
     }
     if case .unavailable = outcome { stats.commandsUnavailable += 1 }
-    let now = clock.nowMilliseconds()
+    let now = redisClock.nowMilliseconds()
     deliver { [weak self] in self?.hub?.complete(ticket, outcome, now: now) }
   }
 
   /// Reads a session's hash (`countdown_open`, which in key mode settles
   /// its key) and hands it to the hub: its first state, or a reconciliation.
-  private func read(_ session: String) {
-    guard let entry = open[session] else { return }
+  @discardableResult
+  private func read(_ session: String, then done: RedisConnection.Handler? = nil) -> Bool {
+    guard let entry = open[session] else { return true }
     stats.rereads += 1
     let arguments = [
       "FCALL", "countdown_open", "3", Self.sessionKey(session), Self.epochKey, Self.positionKey,
       settings.epoch, session, entry.keyHash?.hex ?? "",
     ]
-    commands.send(arguments) { [weak self] result in self?.readAnswered(session, result) }
+    return commands.send(arguments) { [weak self] result in
+      self?.readAnswered(session, result)
+      done?(result)
+    }
   }
 
   private func readAnswered(_ session: String, _ result: Result<RedisReply, RedisError>) {
@@ -290,7 +363,7 @@ public final class RedisSequencer: CommandSequencer {
     entry.loading = false
     entry.revision = max(entry.revision, record.revision)
     open[session] = entry
-    let now = clock.nowMilliseconds()
+    let now = redisClock.nowMilliseconds()
     deliver { [weak self] in
       guard let hub = self?.hub else { return }
       if wasLoading {
@@ -345,10 +418,96 @@ public final class RedisSequencer: CommandSequencer {
     }
     guard revision > entry.revision else { return }
     open[message.session]!.revision = revision
-    let now = clock.nowMilliseconds()
+    let now = redisClock.nowMilliseconds()
     let record = message.record
     deliver { [weak self] in
       self?.hub?.adoptRemote(session: message.session, record: record, now: now)
+    }
+  }
+
+  // MARK: Lost replies
+
+  /// Every lost reply is resolved on the next connection, before the
+  /// reconcile; one whose connection does not come back in time is answered
+  /// `outcome_unknown`. Meanwhile its session's later commands wait.
+  private func replyLost(_ sent: LostReply) {
+    var lost = sent
+    lost.giveUpAt = monotonicMs() + Self.resolveWithinMs(settings.timeoutMs)
+    let first = lostReplies.isEmpty
+    lostReplies[lost.nonce] = lost
+    if first { lostReplyTimer?.schedule(afterMs: lost.giveUpAt - monotonicMs()) }
+    if isConnected { resolve(lost) }
+  }
+
+  /// How long a lost reply may take to resolve: a few reconnect attempts.
+  static func resolveWithinMs(_ timeoutMs: Int64) -> Int64 { max(5000, timeoutMs * 3) }
+
+  private func resolveLostReplies() {
+    for lost in lostReplies.values { resolve(lost) }
+  }
+
+  private func resolve(_ lost: LostReply) {
+    let arguments = [
+      "FCALL", "countdown_resolve", "3", Self.sessionKey(lost.session), Self.epochKey,
+      Self.positionKey, settings.epoch, lost.session, lost.nonce, String(lost.base),
+      String(lost.deadline),
+    ]
+    commands.send(arguments) { [weak self] result in
+      guard let self, lostReplies[lost.nonce] != nil else { return }
+      let parts: [String]
+      switch result {
+      case .success(let reply): parts = reply.elements?.compactMap(\.text) ?? []
+      // The connection went again: the next one asks again.
+      case .failure(let error) where error.kind == .disconnected || error.kind == .timeout: return
+      case .failure: parts = []
+      }
+      let outcome: SequenceOutcome
+      switch (parts.first, parts.count, parts.count == 2 ? RecordMessage.parse(parts[1]) : nil) {
+      case ("applied", 2, let message?):
+        stats.lostRepliesApplied += 1
+        outcome = .applied(message.record)
+        if let entry = open[lost.session], !entry.loading {
+          open[lost.session]!.revision = max(entry.revision, message.record.revision)
+        }
+      case ("absent", 1, _):
+        stats.lostRepliesNotApplied += 1
+        stats.commandsUnavailable += 1
+        outcome = .unavailable(Self.unreachable)
+      default:
+        stats.lostRepliesUnknown += 1
+        outcome = .rejected(.outcomeUnknown)
+      }
+      finishLost(lost, outcome)
+    }
+  }
+
+  private func finishLost(_ lost: LostReply, _ outcome: SequenceOutcome) {
+    lostReplies[lost.nonce] = nil
+    log.info(
+      "redis_reply_resolved",
+      [
+        "session": LogValue(lost.session),
+        "outcome": LogValue(
+          {
+            switch outcome {
+            case .applied: "applied"
+            case .unavailable: "not_applied"
+            case .rejected: "unknown"
+            }
+          }()),
+      ])
+    let now = redisClock.nowMilliseconds()
+    deliver { [weak self] in self?.hub?.complete(lost.ticket, outcome, now: now) }
+  }
+
+  private func giveUpLostReplies() {
+    let now = monotonicMs()
+    for lost in lostReplies.values where lost.giveUpAt <= now {
+      stats.lostRepliesUnknown += 1
+      finishLost(lost, .rejected(.outcomeUnknown))
+    }
+    if let next = lostReplies.values.map(\.giveUpAt).min() {
+      lostReplyTimer?.schedule(afterMs: next - now)
     }
   }
 
@@ -376,14 +535,16 @@ public final class RedisSequencer: CommandSequencer {
 
   /// Sends this instance's count of `session` (0 for one it does not have
   /// open, which only recounts the sum) and shows the sum that comes back.
-  private func sendViewers(_ session: String, _ local: Int) {
+  @discardableResult
+  private func sendViewers(_ session: String, _ local: Int, then done: RedisConnection.Handler? = nil) -> Bool {
     open[session]?.sentViewers = local
     let arguments = [
       "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
       Self.sessionIndexKey(instance), instance, String(local), channel, session,
       String(settings.heartbeatTTLMs),
     ]
-    commands.send(arguments) { [weak self] result in
+    return commands.send(arguments) { [weak self] result in
+      defer { done?(result) }
       guard case .success(.array(let parts)) = result, parts.count == 2,
         case .integer(let sum) = parts[0], case .integer(let version) = parts[1]
       else { return }
@@ -419,8 +580,9 @@ public final class RedisSequencer: CommandSequencer {
       for dead in newly { reap(dead) }
       guard lapsed == 1 else { return }
       for (session, entry) in open where !entry.loading {
-        sendViewers(session, hub.localViewers(of: session) ?? 0)
+        bulk.append(.viewers(session, hub.localViewers(of: session) ?? 0))
       }
+      pumpBulk()
     }
   }
 
@@ -435,8 +597,9 @@ public final class RedisSequencer: CommandSequencer {
         let entry = open[session]
         let loaded = entry.map { !$0.loading } ?? false
         let local = loaded ? hub.localViewers(of: session) ?? 0 : entry?.sentViewers ?? 0
-        sendViewers(session, local)
+        bulk.append(.viewers(session, local))
       }
+      pumpBulk()
     }
   }
 
@@ -457,7 +620,7 @@ public final class RedisSequencer: CommandSequencer {
     guard let entry = open[session], version > entry.viewerVersion else { return }
     open[session]!.viewerVersion = version
     let others = max(0, sum - (entry.sentViewers ?? 0))
-    let now = clock.nowMilliseconds()
+    let now = redisClock.nowMilliseconds()
     deliver { [weak self] in
       self?.hub?.setRemoteViewers(session: session, count: others, now: now)
     }
@@ -474,16 +637,7 @@ public final class RedisSequencer: CommandSequencer {
         self?.log.error("redis_function_load_failed", ["error": LogValue(error.description)])
       }
     }
-    let asked = clock.nowMilliseconds()
-    commands.send(["TIME"]) { [weak self] result in
-      guard let self, case .success(let reply) = result, let parts = reply.elements,
-        parts.count == 2, let seconds = Int64(parts[0].text ?? ""),
-        let micros = Int64(parts[1].text ?? "")
-      else { return }
-      // Redis read its clock about halfway through the round trip.
-      let answered = clock.nowMilliseconds()
-      redisClockOffsetMs = seconds * 1000 + micros / 1000 - (asked + answered) / 2
-    }
+    measureClock(fresh: true)
     commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
     commands.send(["GET", Self.epochKey]) { [weak self] result in
       guard let self, case .success(let reply) = result else { return }
@@ -492,7 +646,21 @@ public final class RedisSequencer: CommandSequencer {
         return
       }
       answering = true
+      resolveLostReplies()
       reconcile()
+    }
+  }
+
+  /// Redis's clock against ours: at each connect, and at each check so that
+  /// it follows a clock that drifts.
+  private func measureClock(fresh: Bool) {
+    let asked = clock.nowMicroseconds()
+    commands.send(["TIME"]) { [weak self] result in
+      guard let self, case .success(let reply) = result,
+        let micros = RedisClock.micros(ofTime: reply)
+      else { return }
+      redisClock.measured(
+        redisMicros: micros, asked: asked, answered: clock.nowMicroseconds(), fresh: fresh)
     }
   }
 
@@ -521,7 +689,48 @@ public final class RedisSequencer: CommandSequencer {
       guard let self, case .success(let reply) = result else { return }
       position = max(position, Int64(reply.text ?? "0") ?? 0)
     }
-    for session in open.keys { read(session) }
+    for session in open.keys where bulkReads.insert(session).inserted {
+      bulk.append(.read(session))
+    }
+    pumpBulk()
+  }
+
+  /// Sends waiting bulk work while fewer than `bulkWindow` are in flight.
+  private func pumpBulk() {
+    while bulkInFlight < Self.bulkWindow, bulkHead < bulk.count {
+      let item = bulk[bulkHead]
+      bulkHead += 1
+      let done: RedisConnection.Handler = { [weak self] _ in
+        guard let self else { return }
+        bulkInFlight -= 1
+        pumpBulk()
+      }
+      let sent: Bool
+      switch item {
+      case .read(let session):
+        bulkReads.remove(session)
+        guard open[session] != nil else { continue }
+        sent = read(session, then: done)
+      case .viewers(let session, let count):
+        sent = sendViewers(session, count, then: done)
+      }
+      guard sent else {
+        // The connection is down: what it comes back to sends it all again.
+        dropBulk()
+        return
+      }
+      bulkInFlight += 1
+    }
+    if bulkHead == bulk.count {
+      bulk.removeAll(keepingCapacity: true)
+      bulkHead = 0
+    }
+  }
+
+  private func dropBulk() {
+    bulk.removeAll()
+    bulkHead = 0
+    bulkReads.removeAll()
   }
 
   /// Pub/Sub drops messages silently (a slow subscriber, a brief partition):
@@ -543,6 +752,7 @@ public final class RedisSequencer: CommandSequencer {
       subscriber.reset(RedisError(.timeout, "subscriber: a probe did not come back"))
       return
     }
+    measureClock(fresh: false)
     if probeSentAt == nil {
       probeSentAt = monotonicMs()
       commands.send(["PUBLISH", channel, "probe \(instance)"]) { _ in }
@@ -557,7 +767,7 @@ public final class RedisSequencer: CommandSequencer {
     guard stale != toldStale else { return }
     toldStale = stale
     log.info("cluster_state", ["stale": LogValue(stale ? "yes" : "no")])
-    let now = clock.nowMilliseconds()
+    let now = redisClock.nowMilliseconds()
     deliver { [weak self] in self?.hub?.setStale(stale, now: now) }
   }
 
@@ -572,7 +782,7 @@ public final class RedisSequencer: CommandSequencer {
   /// timeout on, so that the offset's error (within a round trip) cannot
   /// let Redis apply a command after this instance answered unavailable.
   private func redisDeadline() -> Int64 {
-    clock.nowMilliseconds() + redisClockOffsetMs + settings.timeoutMs / 2
+    redisClock.nowMilliseconds() + settings.timeoutMs / 2
   }
 
   /// A command's op and arguments as `countdown_command` takes them.

@@ -16,6 +16,8 @@ struct Options {
   var logFormat: LogFormat?
   /// Test only: `/readyz` waits for this file to exist.
   var readyFile: String?
+  /// Test only: this instance's wall clock runs this far ahead (ms).
+  var testClockOffsetMs = 0
   /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
   var dataPath = "countdown.db"
   var sync = SyncMode.full
@@ -411,6 +413,10 @@ extension Options {
         + "for a load step at start-up. Unset by default.",
       apply: { o, v, n throws(UsageError) in o.readyFile = try parseNonEmpty(v, n) },
       show: { $0.readyFile ?? "" }),
+    .integer(
+      "--test-clock-offset-ms", "MS", .testing, -86_400_000...86_400_000, \.testClockOffsetMs,
+      help: "Shift this instance's wall clock by MS (negative:\n"
+        + "behind), as if its host's clock were off. Default 0."),
   ]
 
   var forgetAfterSeconds: Int {

@@ -123,13 +123,24 @@ let store: SQLiteStore?
 var stored: (epoch: String?, sessions: [StoredSession]) = (nil, [])
 // Cluster mode: Redis holds the sessions, and SQLite is not used for them.
 var cluster: RedisSequencer?
+/// This host's clock (shifted only by --test-clock-offset-ms); in a cluster
+/// the server runs on Redis's clock instead, measured against this one.
+let wallClock: any WallClock =
+  options.testClockOffsetMs == 0
+  ? SystemClock() : ShiftedClock(byMs: Int64(options.testClockOffsetMs))
+var serverClock = wallClock
 if let redis = options.redis {
   store = nil
   do {
     // Blocking is fine here: the listener is not open yet.
-    let epoch = try RedisSequencer.prepare(redis, proposedEpoch: Hub.randomEpoch())
+    let redisClock = RedisClock(local: wallClock)
+    let epoch = try RedisSequencer.prepare(
+      redis, proposedEpoch: Hub.randomEpoch(), clock: redisClock)
     stored.epoch = epoch
-    cluster = RedisSequencer(settings: RedisSequencer.Settings(address: redis, epoch: epoch)) {
+    serverClock = redisClock
+    cluster = RedisSequencer(
+      settings: RedisSequencer.Settings(address: redis, epoch: epoch), clock: redisClock
+    ) {
       work in
       // hiredis runs on the service thread's loop, but outside lws's
       // callbacks: the queue runs the work and then pushes what changed.
@@ -171,7 +182,7 @@ let hub = Hub(
   sequencer: cluster ?? LocalSequencer(store: store))
 cluster?.hub = hub
 hub.observer = SessionEventLog(logger: log)
-hub.restore(stored.sessions, now: SystemClock().nowMilliseconds())
+hub.restore(stored.sessions, now: serverClock.nowMilliseconds())
 if let store {
   log.info(
     "storage_loaded",
@@ -181,13 +192,13 @@ if let store {
     ])
 }
 stored.sessions = []
-let server = CountdownServer(config: options.server, hub: hub)
+let server = CountdownServer(config: options.server, hub: hub, clock: serverClock)
 // The writer thread's results reach the hub on the service thread, which is
 // this (the main) thread: `run` below is called from here.
 store?.onCompleted = { [queue = server.serviceQueue] completions in
   queue.post {
     MainActor.assumeIsolated {
-      let now = SystemClock().nowMilliseconds()
+      let now = serverClock.nowMilliseconds()
       for completion in completions {
         if case .unavailable(let message) = completion.outcome {
           log.warn(
