@@ -36,6 +36,9 @@ public final class RedisSequencer: CommandSequencer {
     public var viewerIntervalMs: Int64 = 250
     /// An instance whose heartbeat is older than this stops counting.
     public var heartbeatTTLMs: Int64 = 3000
+    /// A command whose reply was lost and that cannot be looked up by then
+    /// (Redis still unreachable) is answered `outcome_unknown`.
+    public var resolveWithinMs: Int64 = 5000
 
     public init(address: RedisAddress, epoch: String) {
       self.address = address
@@ -432,15 +435,12 @@ public final class RedisSequencer: CommandSequencer {
   /// `outcome_unknown`. Meanwhile its session's later commands wait.
   private func replyLost(_ sent: LostReply) {
     var lost = sent
-    lost.giveUpAt = monotonicMs() + Self.resolveWithinMs(settings.timeoutMs)
+    lost.giveUpAt = monotonicMs() + settings.resolveWithinMs
     let first = lostReplies.isEmpty
     lostReplies[lost.nonce] = lost
     if first { lostReplyTimer?.schedule(afterMs: lost.giveUpAt - monotonicMs()) }
     if isConnected { resolve(lost) }
   }
-
-  /// How long a lost reply may take to resolve: a few reconnect attempts.
-  static func resolveWithinMs(_ timeoutMs: Int64) -> Int64 { max(5000, timeoutMs * 3) }
 
   private func resolveLostReplies() {
     for lost in lostReplies.values { resolve(lost) }

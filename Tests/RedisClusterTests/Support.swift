@@ -175,3 +175,109 @@ func waitFor(
     Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
   }
 }
+
+/// A relay on a unix socket between instances and redis-server, so that a
+/// test can lose what one direction carries: a command that reaches Redis
+/// while its reply never comes back, or one that never reaches Redis.
+final class LinkRelay: @unchecked Sendable {
+  enum Mode: Int {
+    case forward, dropReplies, dropCommands
+  }
+
+  let path: String
+  let upstream: String
+  var address: RedisAddress { RedisAddress(endpoint: .unix(path: path)) }
+  private let listener: Int32
+  private let lock = NSLock()
+  private var mode = Mode.forward
+  private var dropped = 0
+
+  init(to redis: RedisProcess) throws {
+    upstream = redis.socket
+    path = redis.directory + "/relay.sock"
+    listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard Self.withAddress(path, { bind(listener, $0, $1) }) == 0, listen(listener, 16) == 0
+    else { throw RedisError(.disconnected, "relay: cannot listen on \(path)") }
+    Thread.detachNewThread { [self] in accepting() }
+  }
+
+  deinit {
+    shutdown(listener, Int32(SHUT_RDWR))
+    close(listener)
+  }
+
+  func set(_ mode: Mode) { lock.withLock { self.mode = mode } }
+
+  /// Bytes thrown away since the relay started.
+  var droppedBytes: Int { lock.withLock { dropped } }
+
+  private func accepting() {
+    while true {
+      let client = accept(listener, nil, nil)
+      guard client >= 0 else { return }
+      let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+      guard Self.withAddress(upstream, { connect(server, $0, $1) }) == 0 else {
+        close(client)
+        close(server)
+        continue
+      }
+      let ends = Ends()
+      Thread.detachNewThread { [self] in pump(from: client, to: server, replies: false, ends) }
+      Thread.detachNewThread { [self] in pump(from: server, to: client, replies: true, ends) }
+    }
+  }
+
+  /// Both pumps of a link: the second to finish closes the descriptors.
+  private final class Ends: @unchecked Sendable {
+    let lock = NSLock()
+    var finished = 0
+  }
+
+  private func pump(from source: Int32, to target: Int32, replies: Bool, _ ends: Ends) {
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = read(source, &buffer, buffer.count)
+      guard count > 0 else { break }
+      let drop = lock.withLock {
+        let drop = mode == (replies ? .dropReplies : .dropCommands)
+        if drop { dropped += count }
+        return drop
+      }
+      if drop { continue }
+      var written = 0
+      while written < count {
+        let n = buffer[written..<count].withUnsafeBytes {
+          send(target, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        guard n > 0 else { break }
+        written += n
+      }
+    }
+    shutdown(source, Int32(SHUT_RDWR))
+    shutdown(target, Int32(SHUT_RDWR))
+    let last = ends.lock.withLock {
+      ends.finished += 1
+      return ends.finished == 2
+    }
+    if last {
+      close(source)
+      close(target)
+    }
+  }
+
+  private static func withAddress(
+    _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32
+  ) -> Int32 {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+      for (index, byte) in bytes.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+    }
+    return withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        body($0, socklen_t(MemoryLayout<sockaddr_un>.size))
+      }
+    }
+  }
+}
