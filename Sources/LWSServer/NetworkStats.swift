@@ -42,6 +42,10 @@ struct NetworkStats {
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
   ])
 
+  /// The longest iteration since start: a stall the histogram's top
+  /// bucket would only bound.
+  var loopSecondsMax = 0.0
+
   static let loopBoundLabels = MetricsWriter.boundLabels(NetworkStats().loopSeconds.bounds)
   static let latenessBounds = HubStats().tickLatenessMs.bounds
   static let latenessBoundLabels = MetricsWriter.boundLabels(latenessBounds, scale: 0.001)
@@ -60,6 +64,7 @@ extension CountdownServer {
   /// Called once per service-loop iteration with its busy time.
   public func recordLoopIteration(seconds: Double) {
     network.loopSeconds.observe(seconds)
+    network.loopSecondsMax = max(network.loopSecondsMax, seconds)
   }
 
   func collectNetwork(into writer: inout MetricsWriter) {
@@ -88,6 +93,10 @@ extension CountdownServer {
       "countdown_service_loop_seconds",
       help: "Busy (thread CPU) time of one service-loop iteration, waiting excluded.",
       network.loopSeconds, boundLabels: NetworkStats.loopBoundLabels)
+    writer.single(
+      "countdown_service_loop_max_seconds", .gauge,
+      help: "The longest service-loop iteration since start (thread CPU time).",
+      network.loopSecondsMax)
     writer.singles([
       (
         "countdown_frames_sent_total", .counter, "WebSocket frames written (data and pings).",

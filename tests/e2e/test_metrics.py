@@ -60,6 +60,11 @@ def test_metrics_parse_and_have_every_family(quiet):
         assert counts == sorted(counts) and buckets[-1][0] == float("inf")
         assert buckets[-1][1] == value(samples, hist + "_count")
     assert value(samples, "countdown_service_loop_seconds_count") > 0
+    # The longest iteration lies in the histogram's highest non-empty bucket or below.
+    longest = value(samples, "countdown_service_loop_max_seconds")
+    loop_buckets = sorted((float(dict(labels)["le"]), v) for (name, labels), v in samples.items()
+                          if name == "countdown_service_loop_seconds_bucket")
+    assert 0 < longest <= next(le for le, v in loop_buckets if v == loop_buckets[-1][1])
 
 
 def test_process_open_fds_is_sampled(quiet):
