@@ -142,14 +142,16 @@ public final class RedisSequencer: CommandSequencer {
 
   private enum BulkItem {
     case read(String)
-    case viewers(String, Int)
+    /// This instance's count of a session, as `viewersToSend` says it.
+    case viewers(String)
   }
   /// Waiting bulk work, from `bulkHead` on, and how much of it is sent.
   private var bulk: [BulkItem] = []
   private var bulkHead = 0
   private var bulkInFlight = 0
-  /// Sessions with a bulk read waiting, so a second reconcile adds none.
+  /// Sessions with a bulk read or count waiting, so none is queued twice.
   private var bulkReads: Set<String> = []
+  private var bulkViewers: Set<String> = []
 
   /// Each command carries a nonce that the function keeps with the session,
   /// so that a command whose reply was lost can be looked up.
@@ -527,10 +529,24 @@ public final class RedisSequencer: CommandSequencer {
       heartbeatAt = now
     }
     for (session, entry) in open where !entry.loading {
-      let local = hub.localViewers(of: session) ?? 0
-      guard local != entry.sentViewers else { continue }
-      sendViewers(session, local)
+      guard hub.localViewers(of: session) ?? 0 != entry.sentViewers else { continue }
+      queueViewers(session)
     }
+    pumpBulk()
+  }
+
+  /// Counts go through the bulk window too: thousands of viewers joining
+  /// at once must not queue a command behind thousands of counts.
+  private func queueViewers(_ session: String) {
+    if bulkViewers.insert(session).inserted { bulk.append(.viewers(session)) }
+  }
+
+  /// The count to send for `session` when its turn comes: the hub's, or for
+  /// one still loading (or not open here) the count last sent, if any.
+  private func viewersToSend(_ session: String) -> Int {
+    let entry = open[session]
+    guard let entry, !entry.loading else { return entry?.sentViewers ?? 0 }
+    return hub?.localViewers(of: session) ?? 0
   }
 
   /// Sends this instance's count of `session` (0 for one it does not have
@@ -563,7 +579,7 @@ public final class RedisSequencer: CommandSequencer {
       String(settings.heartbeatTTLMs),
     ]
     commands.send(arguments) { [weak self] result in
-      guard let self, let hub, case .success(.array(let parts)) = result, parts.count == 2,
+      guard let self, case .success(.array(let parts)) = result, parts.count == 2,
         case .integer(let lapsed) = parts[0], let list = parts[1].elements
       else { return }
       let expired = Set(list.compactMap(\.text))
@@ -579,9 +595,7 @@ public final class RedisSequencer: CommandSequencer {
       }
       for dead in newly { reap(dead) }
       guard lapsed == 1 else { return }
-      for (session, entry) in open where !entry.loading {
-        bulk.append(.viewers(session, hub.localViewers(of: session) ?? 0))
-      }
+      for (session, entry) in open where !entry.loading { queueViewers(session) }
       pumpBulk()
     }
   }
@@ -591,14 +605,8 @@ public final class RedisSequencer: CommandSequencer {
       "FCALL", "countdown_reap", "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
     ]
     commands.send(arguments) { [weak self] result in
-      guard let self, let hub, case .success(.array(let sessions)) = result else { return }
-      for session in sessions.compactMap(\.text) {
-        // A session still loading keeps the count last sent, if any.
-        let entry = open[session]
-        let loaded = entry.map { !$0.loading } ?? false
-        let local = loaded ? hub.localViewers(of: session) ?? 0 : entry?.sentViewers ?? 0
-        bulk.append(.viewers(session, local))
-      }
+      guard let self, case .success(.array(let sessions)) = result else { return }
+      for session in sessions.compactMap(\.text) { queueViewers(session) }
       pumpBulk()
     }
   }
@@ -640,7 +648,15 @@ public final class RedisSequencer: CommandSequencer {
     measureClock(fresh: true)
     commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
     commands.send(["GET", Self.epochKey]) { [weak self] result in
-      guard let self, case .success(let reply) = result else { return }
+      guard let self else { return }
+      guard case .success(let reply) = result else {
+        // An error reply (a Redis still loading its data says LOADING) would
+        // leave this connection up and never answering: try it anew.
+        if case .failure(let error) = result, error.kind == .reply {
+          commands.reset(error)
+        }
+        return
+      }
       if let epoch = reply.text, epoch != settings.epoch {
         epochConflict(epoch)
         return
@@ -711,8 +727,9 @@ public final class RedisSequencer: CommandSequencer {
         bulkReads.remove(session)
         guard open[session] != nil else { continue }
         sent = read(session, then: done)
-      case .viewers(let session, let count):
-        sent = sendViewers(session, count, then: done)
+      case .viewers(let session):
+        bulkViewers.remove(session)
+        sent = sendViewers(session, viewersToSend(session), then: done)
       }
       guard sent else {
         // The connection is down: what it comes back to sends it all again.
@@ -731,6 +748,7 @@ public final class RedisSequencer: CommandSequencer {
     bulk.removeAll()
     bulkHead = 0
     bulkReads.removeAll()
+    bulkViewers.removeAll()
   }
 
   /// Pub/Sub drops messages silently (a slow subscriber, a brief partition):
