@@ -77,12 +77,14 @@ def window(before: dict, after: dict) -> dict:
     total = counts[-1][1]
     bound = next(le for le, c in counts if c == total)
     over_50ms = total - next(c for le, c in counts if le >= 0.05)
-    rose = after["countdown_service_loop_max_seconds"] > before["countdown_service_loop_max_seconds"]
+    # A server built before the max gauge has only the histogram.
+    longest = after.get("countdown_service_loop_max_seconds", 0)
+    rose = longest > before.get("countdown_service_loop_max_seconds", 0)
     return {
         "iterations": int(total),
         # When the max rose in the window it is the window's longest; otherwise the
         # longest lies under the histogram's bound (and under the earlier max).
-        "longest_ms": round(after["countdown_service_loop_max_seconds"] * 1000, 2) if rose else None,
+        "longest_ms": round(longest * 1000, 2) if rose else None,
         "longest_bound_ms": bound * 1000,
         "over_50ms": int(over_50ms),
         "rereads": int(after["countdown_redis_rereads_total"] - before["countdown_redis_rereads_total"]),
@@ -159,8 +161,10 @@ def run(args) -> dict:
         time.sleep(args.settle)
         samples = scrape(server.port)
         running = samples.get('countdown_sessions{phase="running"}', 0)
-        if running < args.sessions * 0.9:
-            raise RuntimeError(f"only {running} of {args.sessions} sessions are running")
+        if running < args.sessions:
+            # Starts refused as unavailable (a Redis too slow for the start rate):
+            # their sessions are open all the same, idle.
+            bench.log(f"only {running:.0f} of {args.sessions} sessions are running")
         # Every session the instance holds (a start refused as unavailable leaves one idle).
         open_sessions = int(sum(v for k, v in samples.items() if k.startswith("countdown_sessions{")))
         probe = bench.Client(paths, server.port, False, viewers=args.probes, per_session=1, prefix="probe",

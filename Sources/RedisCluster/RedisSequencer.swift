@@ -59,6 +59,8 @@ public final class RedisSequencer: CommandSequencer {
     public var lostRepliesApplied = 0
     public var lostRepliesNotApplied = 0
     public var lostRepliesUnknown = 0
+    /// The most bulk reads and counts that were in flight at once.
+    public var peakBulkInFlight = 0
   }
 
   static let epochKey = "countdown:epoch"
@@ -737,6 +739,7 @@ public final class RedisSequencer: CommandSequencer {
         return
       }
       bulkInFlight += 1
+      stats.peakBulkInFlight = max(stats.peakBulkInFlight, bulkInFlight)
     }
     if bulkHead == bulk.count {
       bulk.removeAll(keepingCapacity: true)
