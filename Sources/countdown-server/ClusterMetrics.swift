@@ -32,5 +32,19 @@ func collectClusterStats(_ cluster: RedisSequencer, into writer: inout MetricsWr
       "countdown_redis_disconnects_total", .counter, "Redis connections lost.",
       Double(stats.reconnects)
     ),
+    (
+      "countdown_redis_clock_offset_seconds", .gauge,
+      "Redis's clock minus this host's, as last measured; the instance runs on Redis's.",
+      Double(cluster.redisClock.offsetMicroseconds) / 1e6
+    ),
   ])
+  writer.family(
+    "countdown_redis_lost_replies_total", .counter,
+    help: "Commands whose reply was lost, by what reading the session back found.")
+  for (outcome, count) in [
+    ("applied", stats.lostRepliesApplied), ("not_applied", stats.lostRepliesNotApplied),
+    ("unknown", stats.lostRepliesUnknown),
+  ] {
+    writer.sample("countdown_redis_lost_replies_total", ["outcome": outcome], Double(count))
+  }
 }
