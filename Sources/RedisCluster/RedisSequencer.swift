@@ -554,7 +554,9 @@ public final class RedisSequencer: CommandSequencer {
   /// Sends this instance's count of `session` (0 for one it does not have
   /// open, which only recounts the sum) and shows the sum that comes back.
   @discardableResult
-  private func sendViewers(_ session: String, _ local: Int, then done: RedisConnection.Handler? = nil) -> Bool {
+  private func sendViewers(
+    _ session: String, _ local: Int, then done: RedisConnection.Handler? = nil
+  ) -> Bool {
     open[session]?.sentViewers = local
     let arguments = [
       "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
