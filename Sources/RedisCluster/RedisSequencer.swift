@@ -36,8 +36,9 @@ public final class RedisSequencer: CommandSequencer {
     public var viewerIntervalMs: Int64 = 250
     /// An instance whose heartbeat is older than this stops counting.
     public var heartbeatTTLMs: Int64 = 3000
-    /// A command whose reply was lost and that cannot be looked up by then
-    /// (Redis still unreachable) is answered `outcome_unknown`.
+    /// A command whose reply was lost and that cannot be looked up this
+    /// long after it was sent (Redis still unreachable) is answered
+    /// `outcome_unknown`: so no client waits longer than this for an answer.
     public var resolveWithinMs: Int64 = 5000
 
     public init(address: RedisAddress, epoch: String) {
@@ -166,8 +167,11 @@ public final class RedisSequencer: CommandSequencer {
     var base: UInt64
     /// The command's deadline on Redis's clock.
     var deadline: Int64
+    /// When it was sent (monotonic ms).
+    var sentAt: Int64
     /// Past this (monotonic ms) it is answered `outcome_unknown`.
-    var giveUpAt: Int64
+    var giveUpAt: Int64 { sentAt + resolveWithinMs }
+    var resolveWithinMs: Int64
   }
   /// Commands whose reply was lost, by nonce, until resolved.
   private var lostReplies: [String: LostReply] = [:]
@@ -268,7 +272,8 @@ public final class RedisSequencer: CommandSequencer {
     nextNonce += 1
     let lost = LostReply(
       ticket: request.ticket, session: request.session, nonce: "\(instance)-\(nextNonce)",
-      base: request.current.revision, deadline: deadline, giveUpAt: 0)
+      base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
+      resolveWithinMs: settings.resolveWithinMs)
     let arguments =
       [
         "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
@@ -435,11 +440,10 @@ public final class RedisSequencer: CommandSequencer {
   // MARK: Lost replies
 
   /// Every lost reply is resolved on the next connection, before the
-  /// reconcile; one whose connection does not come back in time is answered
-  /// `outcome_unknown`. Meanwhile its session's later commands wait.
-  private func replyLost(_ sent: LostReply) {
-    var lost = sent
-    lost.giveUpAt = monotonicMs() + settings.resolveWithinMs
+  /// reconcile; one whose connection does not come back in time (by
+  /// `resolveWithinMs` after the send) is answered `outcome_unknown`.
+  /// Meanwhile its session's later commands wait.
+  private func replyLost(_ lost: LostReply) {
     let first = lostReplies.isEmpty
     lostReplies[lost.nonce] = lost
     if first { lostReplyTimer?.schedule(afterMs: lost.giveUpAt - monotonicMs()) }
@@ -530,15 +534,17 @@ public final class RedisSequencer: CommandSequencer {
       heartbeat(first: heartbeatAt == nil)
       heartbeatAt = now
     }
+    // Sent at once, not through the bulk window: queued there, a count's
+    // patch could land between a command's patch and its ack (seen with
+    // 1,000 sessions started at once on 3 instances).
     for (session, entry) in open where !entry.loading {
-      guard hub.localViewers(of: session) ?? 0 != entry.sentViewers else { continue }
-      queueViewers(session)
+      let local = hub.localViewers(of: session) ?? 0
+      guard local != entry.sentViewers else { continue }
+      sendViewers(session, local)
     }
-    pumpBulk()
   }
 
-  /// Counts go through the bulk window too: thousands of viewers joining
-  /// at once must not queue a command behind thousands of counts.
+  /// A recount (after a lapse or a reap) goes through the bulk window.
   private func queueViewers(_ session: String) {
     if bulkViewers.insert(session).inserted { bulk.append(.viewers(session)) }
   }

@@ -42,6 +42,14 @@ import Testing
     return viewer
   }
 
+  /// Reads `viewer` until the reply to command `id` has come.
+  func awaitReply(_ viewer: inout Viewer, _ hub: Hub, _ id: Int) {
+    waitFor(loop, "the reply to command \(id)") {
+      viewer.read(hub)
+      return viewer.reply(id) != nil
+    }
+  }
+
   func field(_ session: String, _ name: String) throws -> String? {
     try redis.blocking().command(["HGET", RedisSequencer.sessionKey(session), name]).text
   }
@@ -66,18 +74,12 @@ import Testing
     let (hub, sequencer) = instance()
     var viewer = joined(hub, sequencer, "applied")
     viewer.send(hub, #"{"op":"start","seconds":60,"id":1}"#)
-    waitFor(loop, "the start's ack") {
-      viewer.read(hub)
-      return viewer.reply(1) != nil
-    }
+    awaitReply(&viewer, hub, 1)
     #expect(try field("applied", "duration") == "60")
     try sendLosingReply(
       viewer, hub, #"{"op":"adjust","seconds":60,"id":2}"#, mode: .dropReplies
     ) { try field("applied", "duration") == "120" && relay.droppedBytes > 0 }
-    waitFor(loop, "the adjust's answer") {
-      viewer.read(hub)
-      return viewer.reply(2) != nil
-    }
+    awaitReply(&viewer, hub, 2)
     #expect(viewer.reply(2)?["type"] as? String == "ack")
     #expect(viewer.state["duration"] as? Int == 120)
     #expect(try field("applied", "duration") == "120")
@@ -91,18 +93,12 @@ import Testing
     let (hub, sequencer) = instance()
     var viewer = joined(hub, sequencer, "absent")
     viewer.send(hub, #"{"op":"start","seconds":60,"id":1}"#)
-    waitFor(loop, "the start's ack") {
-      viewer.read(hub)
-      return viewer.reply(1) != nil
-    }
+    awaitReply(&viewer, hub, 1)
     let before = relay.droppedBytes
     try sendLosingReply(
       viewer, hub, #"{"op":"adjust","seconds":60,"id":2}"#, mode: .dropCommands
     ) { relay.droppedBytes > before && sequencer.stats.commandsSent == 2 }
-    waitFor(loop, "the adjust's answer") {
-      viewer.read(hub)
-      return viewer.reply(2) != nil
-    }
+    awaitReply(&viewer, hub, 2)
     #expect(viewer.reply(2)?["code"] as? String == "unavailable")
     #expect(try field("absent", "duration") == "60")
     #expect(try field("absent", "revision") == "1")
@@ -125,10 +121,7 @@ import Testing
       flushed = true
       return true
     }
-    waitFor(loop, "the start's answer") {
-      viewer.read(hub)
-      return viewer.reply(1) != nil
-    }
+    awaitReply(&viewer, hub, 1)
     #expect(viewer.reply(1)?["code"] as? String == "outcome_unknown")
     #expect(sequencer.stats.lostRepliesUnknown == 1)
   }
@@ -144,10 +137,7 @@ import Testing
     redis.stop()
     relay.set(.forward)
     let asked = now()
-    waitFor(loop, "the start's answer") {
-      viewer.read(hub)
-      return viewer.reply(1) != nil
-    }
+    awaitReply(&viewer, hub, 1)
     #expect(viewer.reply(1)?["code"] as? String == "outcome_unknown")
     #expect(now() - asked < 2000)
     viewer.send(hub, #"{"op":"pause","id":2}"#)

@@ -141,7 +141,8 @@ async def command_until(client: Client, op: str, want: str, within: float) -> di
     deadline = time.monotonic() + within
     while True:
         await client.send({"op": op, "id": op})
-        reply = await client.reply()
+        # A command whose reply a cut link lost may take up to 5 s to resolve.
+        reply = await client.reply(timeout=max(6.0, deadline - time.monotonic()))
         if reply["type"] == want or reply.get("code") == want:
             return reply
         assert time.monotonic() < deadline, reply
