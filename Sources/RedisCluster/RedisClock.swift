@@ -31,10 +31,14 @@ public final class RedisClock: WallClock {
   public func nowMicroseconds() -> Int64 { local.nowMicroseconds() + offsetMicroseconds }
 
   /// Redis answered TIME with `redisMicros`, asked at `asked` and answered
-  /// at `answered` on the local clock (µs). Redis read its clock about
-  /// halfway through the round trip, so the error is at most half of it: a
-  /// sample over twice the best round trip (plus a millisecond, for noise)
-  /// is not taken, unless `fresh` (a new connection, maybe another host).
+  /// at `answered` on the local clock (µs). Redis read its clock somewhere
+  /// within the round trip; the offset assumes the start of it, so that
+  /// this clock is never behind Redis's, only ahead by at most the round
+  /// trip. Behind, an instance would handle a reply stamped by Redis at a
+  /// time still to come for it: a fresh start shows 601 s, then ticks to
+  /// 600 at once, a patch between the command's and its ack. A sample over
+  /// twice the best round trip (plus a millisecond, for noise) is not
+  /// taken, unless `fresh` (a new connection, maybe another host).
   func measured(redisMicros: Int64, asked: Int64, answered: Int64, fresh: Bool) {
     let roundTrip = max(0, answered - asked)
     let best = fresh ? Int64.max : sampleRoundTrip.load(ordering: .relaxed)
@@ -43,7 +47,7 @@ public final class RedisClock: WallClock {
       sampleRoundTrip.store(min(best * 2, Int64.max / 4), ordering: .relaxed)
       return
     }
-    offset.store(redisMicros - (asked + answered) / 2, ordering: .relaxed)
+    offset.store(redisMicros - asked, ordering: .relaxed)
     sampleRoundTrip.store(min(roundTrip, best), ordering: .relaxed)
   }
 

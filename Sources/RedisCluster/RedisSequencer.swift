@@ -648,6 +648,8 @@ public final class RedisSequencer: CommandSequencer {
 
   private func commandsUp() {
     log.info("redis_connected", ["connection": LogValue("commands")])
+    // First, so that loading the library does not lengthen its round trip.
+    measureClock(fresh: true)
     // Redis may have restarted without persistence: the library and the
     // epoch come back first, in order on this connection, before any read.
     commands.send(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source]) { [weak self] result in
@@ -655,7 +657,6 @@ public final class RedisSequencer: CommandSequencer {
         self?.log.error("redis_function_load_failed", ["error": LogValue(error.description)])
       }
     }
-    measureClock(fresh: true)
     commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
     commands.send(["GET", Self.epochKey]) { [weak self] result in
       guard let self else { return }
