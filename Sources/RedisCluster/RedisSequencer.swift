@@ -534,17 +534,15 @@ public final class RedisSequencer: CommandSequencer {
       heartbeat(first: heartbeatAt == nil)
       heartbeatAt = now
     }
-    // Sent at once, not through the bulk window: queued there, a count's
-    // patch could land between a command's patch and its ack (seen with
-    // 1,000 sessions started at once on 3 instances).
     for (session, entry) in open where !entry.loading {
-      let local = hub.localViewers(of: session) ?? 0
-      guard local != entry.sentViewers else { continue }
-      sendViewers(session, local)
+      guard hub.localViewers(of: session) ?? 0 != entry.sentViewers else { continue }
+      queueViewers(session)
     }
+    pumpBulk()
   }
 
-  /// A recount (after a lapse or a reap) goes through the bulk window.
+  /// Counts go through the bulk window too: thousands of viewers joining
+  /// at once must not queue a command behind thousands of counts.
   private func queueViewers(_ session: String) {
     if bulkViewers.insert(session).inserted { bulk.append(.viewers(session)) }
   }
