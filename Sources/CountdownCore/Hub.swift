@@ -442,9 +442,13 @@ public final class Hub {
     let ticket = Ticket(nextTicket)
     nextTicket += 1
     let session = sessions[pending.session]
+    // Until connections keep the hash of the key they presented, a
+    // controller is taken to hold the session's own key.
+    let sessionKey = keyHash(of: pending.session)
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
-      current: session.machine.record, keyHash: keyHash(of: pending.session), now: now)
+      current: session.machine.record, keyHash: sessionKey, presentedKeyHash: sessionKey,
+      now: now)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
