@@ -137,7 +137,9 @@ public struct SessionStateMachine: Sendable {
     let (skip, skipOverflow) = elapsedSeconds.multipliedReportingOverflow(
       by: Self.maxUnstoredPatchesPerSecond)
     let (floor, floorOverflow) = record.seq.addingReportingOverflow(skip)
-    raiseSeq(to: skipOverflow || floorOverflow ? SessionRecord.maxCounter : min(floor, SessionRecord.maxCounter))
+    raiseSeq(
+      to: skipOverflow || floorOverflow
+        ? SessionRecord.maxCounter : min(floor, SessionRecord.maxCounter))
   }
 
   /// Moves `seq` to at least `floor` without a patch.

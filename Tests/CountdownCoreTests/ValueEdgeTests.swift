@@ -107,8 +107,9 @@ import Testing
   /// Input quoted in an error is cut to 32 Unicode scalars with an ellipsis,
   /// even when it is one character of many combining marks.
   @Test func echoedInputIsCut() throws {
-    for name in [String(repeating: "x", count: 4000), "e" + String(repeating: "\u{301}", count: 4000)]
-    {
+    for name in [
+      String(repeating: "x", count: 4000), "e" + String(repeating: "\u{301}", count: 4000),
+    ] {
       for frame in [#"{"op":"\#(name)"}"#, #"{"\#(name)":1,"\#(name)":2}"#] {
         guard case .failure(let error) = decode(frame) else {
           Issue.record("a 4 KB name was accepted")
@@ -139,11 +140,13 @@ import Testing
     }
     // A clock outside the range makes no record at all.
     for at in [Int64.min, -1, SessionRecord.epochMsRange.upperBound + 1, Int64.max] {
-      #expect(idle.applying(.start(.seconds(5), finishedLabel: nil), at: at) == .failure(.unavailable))
+      #expect(
+        idle.applying(.start(.seconds(5), finishedLabel: nil), at: at) == .failure(.unavailable))
     }
     // Near the end of the range, a deadline past it is refused.
     let late = SessionRecord.epochMsRange.upperBound - 500
-    #expect(idle.applying(.start(.seconds(1), finishedLabel: nil), at: late) == .failure(.badRequest))
+    #expect(
+      idle.applying(.start(.seconds(1), finishedLabel: nil), at: late) == .failure(.badRequest))
     let paused = SessionRecord(
       phase: .paused, duration: 60, remainingMs: 60_000, revision: 1, updatedAt: late)
     #expect(paused.applying(.resume, at: late) == .failure(.badRequest))

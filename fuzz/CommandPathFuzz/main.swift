@@ -208,7 +208,8 @@ private final class World {
     case 8: fields.append(("op", quoted("rotate_key")))
     default:
       fields.append(("op", quoted("adjust")))
-      fields.append(("seconds", quoted(String(decoding: program.text(maxLength: 40), as: UTF8.self))))
+      fields.append(
+        ("seconds", quoted(String(decoding: program.text(maxLength: 40), as: UTF8.self))))
     }
     switch program.byte() % 4 {
     case 0, 1:
