@@ -8,8 +8,9 @@
 // DecoderFuzz feeds bytes as frames; this target reads its input as a
 // program instead, so that mutations change values and sequences rather
 // than JSON syntax. Byte 0 picks the hub: bit 0 `--control key`, bit 1 a
-// generous rate limit. Then, until the input or the step budget runs out,
-// one action per step (byte % 8):
+// generous rate limit, bit 2 a store that holds every write until the
+// program commits it (as SQLite does until its group commit). Then, until the
+// input or the step budget runs out, one action per step (byte % 9):
 //
 //   0 join     session (a, b or c), the key it presents, the `since` it claims
 //   1 leave    a connection
@@ -18,6 +19,7 @@
 //   5 drain    every connection's frames, checking them against its model
 //   6 raw      arbitrary bytes from the input, as one frame
 //   7 deadline time moves to the hub's next wake-up or a session's deadline, ±1 ms
+//   8 commit   the oldest held write (store mode): durable, or `unavailable`
 //
 // Invariants, checked after every step (a broken one is a `fatalError`):
 //   - no trap (Swift's own overflow and bounds checks, libFuzzer catches them);
@@ -25,9 +27,10 @@
 //   - on every connection, frames come as one snapshot and then patches whose
 //     seq strictly increases; the snapshot merged with every patch since
 //     equals the session's published state once the connection is drained;
-//   - an acked command changed the record by exactly one revision, to what the
-//     command rules give, and the record still holds it when the ack is read;
-//     a refused one changed nothing.
+//   - an acked command changed the record by exactly one revision, to what
+//     the command rules give, and the record still holds it when the ack is read;
+//     a refused one changed nothing. With the store, a record changes only
+//     when a write is committed, and then to exactly the record written.
 
 /// Fails the run with a message libFuzzer prints next to the crash.
 private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -114,9 +117,21 @@ private struct Viewer {
   var sent: Set<String> = []
 }
 
+/// Holds every write that carries a ticket until the program commits it.
+private final class HeldStore: SessionStore {
+  var held: [(session: String, record: SessionRecord, ticket: Ticket)] = []
+
+  func write(_ write: StoreWrite) {
+    if case .save(let session, let record, _, let ticket?) = write {
+      held.append((session, record, ticket))
+    }
+  }
+}
+
 private final class World {
   let hub: Hub
   let control: ControlMode
+  let store: HeldStore?
   var now = startOfTime
   var viewers: [Viewer] = []
   /// Controller keys learned from snapshots, by session.
@@ -127,9 +142,32 @@ private final class World {
 
   init(flags: UInt8) {
     control = flags & 1 == 0 ? .open : .key
+    store = flags & 4 == 0 ? nil : HeldStore()
     hub = Hub(
       config: HubConfig(commandsPerSecond: flags & 2 == 0 ? 20 : 10_000, control: control),
-      epoch: "fuzz")
+      epoch: "fuzz", sequencer: LocalSequencer(store: store))
+  }
+
+  /// The oldest held write becomes durable, or fails.
+  func commit(_ program: inout Program) {
+    guard let store, !store.held.isEmpty else { return }
+    let write = store.held.removeFirst()
+    let before = hub.record(of: write.session)
+    if program.byte() % 4 == 3 {
+      hub.complete(write.ticket, .unavailable("fuzz"), now: now)
+      check(hub.record(of: write.session) == before, "a failed write changed the record")
+      return
+    }
+    hub.complete(write.ticket, .applied(write.record), now: now)
+    guard let after = hub.record(of: write.session) else {
+      fatalError("a session with a command in flight is gone")
+    }
+    var expected = write.record
+    expected.seq = after.seq
+    if expected.phase == .idle { expected.finishedLabel = after.finishedLabel }
+    // Adopted at `now`: a run whose deadline passed while the write was held is finished.
+    expected = expected.settled(at: now)
+    check(after == expected, "committed \(write.record), the record is \(after)")
   }
 
   // MARK: Actions
@@ -247,6 +285,11 @@ private final class World {
     let after = hub.record(of: viewer.session)
     guard let before, let after else {
       fatalError("a session with a viewer is gone: \(viewer.session)")
+    }
+    if store != nil {
+      // Nothing is applied before its write is committed; acks are checked there.
+      check(after.revision == before.revision, "a held command changed the record")
+      return
     }
     let decoded = WireCodec.decode(frame)
     let id: String? =
@@ -398,7 +441,8 @@ private final class World {
       maxSeq[session] = max(maxSeq[session] ?? 0, seq)
     case "ack":
       check(viewers[index].model != nil, "an ack before the snapshot: \(text)")
-      if let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
+      // With the store, what an ack confirms is checked at its commit.
+      if store == nil, let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
         guard let revision = viewers[index].applied[id] else {
           fatalError("an ack for a command that changed nothing: \(text)")
         }
@@ -408,7 +452,7 @@ private final class World {
       check(seqField() <= viewers[index].seq, "an ack ahead of its patch: \(text)")
     case "error":
       check(viewers[index].model != nil, "an error before the snapshot: \(text)")
-      if let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
+      if store == nil, let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
         check(viewers[index].applied[id] == nil, "an error for an applied command: \(text)")
       }
       if case .string(let message)? = fields["message"] {
@@ -461,7 +505,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   var steps = 0
   while !program.isEmpty && steps < 96 {
     steps += 1
-    switch program.byte() % 8 {
+    switch program.byte() % 9 {
     case 0: world.join(&program)
     case 1: world.leave(&program)
     case 2, 3:
@@ -472,7 +516,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     case 6:
       let frame = program.text(maxLength: 255)
       world.send(frame, &program)
-    default: world.toDeadline(&program)
+    case 7: world.toDeadline(&program)
+    default: world.commit(&program)
     }
     world.hub.drainWritable { _ in }
     world.checkSessions()
