@@ -178,6 +178,20 @@ import Testing
     #expect(paused.damage == nil)
   }
 
+  /// The JSON integer conversion reports what does not fit rather than trapping
+  /// or rounding: -0 is 0, ±2^63 past Int's ends and doubles are not integers.
+  @Test func jsonIntegers() {
+    #expect(JSONValue.number("-0").integer == 0)
+    #expect(JSONValue.number("-9223372036854775808").integer == Int.min)
+    #expect(JSONValue.number("9223372036854775807").integer == Int.max)
+    for literal in [
+      "9223372036854775808", "-9223372036854775809", "18446744073709551616", "1e308",
+      "1e400", "1.0", "1E2", String(repeating: "9", count: 4000),
+    ] {
+      #expect(JSONValue.number(literal).integer == nil, "\(literal)")
+    }
+  }
+
   /// Whole seconds of any span, without the rounding's own overflow.
   @Test func wholeSecondsAtTheEdges() {
     #expect(SessionRecord.wholeSeconds(.max) == Int64.max / 1000 + 1)
