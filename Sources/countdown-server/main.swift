@@ -153,7 +153,16 @@ if let redis = options.redis {
 } else {
   do {
     let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
-    stored = try opened.load()
+    let loaded = try opened.load(now: SystemClock().nowMilliseconds())
+    stored = (loaded.epoch, loaded.sessions)
+    for entry in loaded.setAside {
+      log.warn(
+        "session_set_aside",
+        [
+          "session": LogValue(entry.session), "reason": LogValue(entry.reason),
+          "msg": LogValue("a damaged row was moved to the damaged_sessions table"),
+        ])
+    }
     if stored.epoch == nil {
       stored.epoch = Hub.randomEpoch()
       try opened.saveEpoch(stored.epoch!)

@@ -292,3 +292,96 @@ async def test_full_disk_refuses_commands_and_recovers(data_dir):
         if srv is not None:
             srv.stop_and_check()
         umount(mnt)
+
+
+# Rows the server never writes, each one field off a good running row (issue 16). The values are
+# SQL, so that SQLite stores them with the storage class a damaged or hand-edited file would hold.
+DAMAGED_ROWS = {
+    "ends-at-2-63": "'running', 60, 9223372036854775808, NULL, NULL, 1, 1, {now}",
+    "ends-at-minus-2-63": "'running', 60, -9223372036854775808, NULL, NULL, 1, 1, {now}",
+    "duration-2-40": "'running', 1099511627776, {ends}, NULL, NULL, 1, 1, {now}",
+    "duration-text": "'running', 'sixty', {ends}, NULL, NULL, 1, 1, {now}",
+    "updated-at-1e308": "'running', 60, {ends}, NULL, NULL, 1, 1, 1e308",
+    "label-nul": "'running', 60, {ends}, NULL, 'Fin' || char(0) || 'i', 1, 1, {now}",
+    "phase-bogus": "'bogus', 60, {ends}, NULL, NULL, 1, 1, {now}",
+    "paused-and-running": "'running', 60, {ends}, 5000, NULL, 1, 1, {now}",
+}
+
+
+def insert_damaged_rows(data: Path, now: int) -> None:
+    """Through the sqlite3 C API (Python's module), with CHECK constraints off, as a tool
+    or a bad disk could leave the file."""
+    db = sqlite3.connect(data)
+    try:
+        db.execute("PRAGMA ignore_check_constraints = ON")
+        for name, values in DAMAGED_ROWS.items():
+            db.execute(
+                "INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,"
+                f" updated_at) VALUES ('{name}', {values.format(now=now, ends=now + 60_000)})")
+        db.commit()
+    finally:
+        db.close()
+
+
+@run_async
+async def test_damaged_rows_are_set_aside_and_the_rest_served(data_dir):
+    """A file holding rows with endsAt ±2^63, duration 2^40, text in an integer column, a NUL
+    in the label and phase 'bogus': the server starts (no trap), logs each session by id with
+    a reason, moves them to damaged_sessions, and serves the good session as it was."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    good = sid("good")
+    c = await Client.connect(srv.ws_url(good))
+    patch, _ = await c.command({"op": "start", "seconds": 600})
+    await c.close()
+    srv.stop_and_check()
+    insert_damaged_rows(data, now_ms())
+
+    srv2 = restart(srv, data)
+    try:
+        back = await Client.connect(srv2.ws_url(good))
+        assert back.snapshot["state"]["phase"] == "running", back.snapshot
+        assert back.snapshot["state"]["endsAt"] == patch["endsAt"]
+        await back.close()
+        log = srv2.stderr()
+        for name in DAMAGED_ROWS:
+            line = next((ln for ln in log.splitlines() if "session_set_aside" in ln and f'"{name}"' in ln), None)
+            assert line is not None and '"reason"' in line, (name, log)
+        # The id is free again: a viewer of it gets a fresh idle session.
+        fresh = await Client.connect(srv2.ws_url("phase-bogus"))
+        assert fresh.snapshot["state"]["phase"] == "idle", fresh.snapshot
+        await fresh.close()
+    finally:
+        srv2.stop_and_check()
+    db = sqlite3.connect(f"file:{data}?mode=ro", uri=True)
+    try:
+        moved = {r[0]: r[1] for r in db.execute("SELECT id, reason FROM damaged_sessions")}
+        kept = [r[0] for r in db.execute("SELECT id FROM sessions")]
+    finally:
+        db.close()
+    assert sorted(moved) == sorted(DAMAGED_ROWS), moved
+    assert all(moved.values()), moved
+    assert good in kept and not set(kept) & set(DAMAGED_ROWS), kept
+    # Set aside once: the next start finds nothing more to log.
+    srv3 = restart(srv, data)
+    try:
+        assert "session_set_aside" not in srv3.stderr()
+    finally:
+        srv3.stop_and_check()
+
+
+def test_missing_column_exits_2_unchanged(data_dir):
+    """A sessions table that lacks a column: exit 2, a message naming the file and the
+    column, the file unchanged."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    srv.stop_and_check()
+    db = sqlite3.connect(data)
+    db.execute("ALTER TABLE sessions DROP COLUMN updated_at")
+    db.commit()
+    db.close()
+    before = data.read_bytes()
+    r = run_binary("--data", str(data))
+    assert r.returncode == 2, r
+    assert str(data) in r.stderr and "updated_at" in r.stderr, r.stderr
+    assert data.read_bytes() == before
