@@ -45,6 +45,8 @@ public final class SQLiteStore: SessionStore, Sendable {
   let database: Guarded<Database?>
   private let queue: Guarded<WriteQueue>
   private let writer: Guarded<JoinableThread?>
+  /// Held from open to close: no second server uses the file meanwhile.
+  private let claim: Guarded<LockFile?>
 
   /// After the first failed commit, the writer waits this long before trying
   /// kept writes again (doubling up to `longestRetryWait`); a new write wakes
@@ -52,12 +54,13 @@ public final class SQLiteStore: SessionStore, Sendable {
   static let firstRetryWait = Duration.milliseconds(50)
   static let longestRetryWait = Duration.seconds(2)
 
-  private init(path: String, sync: SyncMode, database: Database) {
+  private init(path: String, sync: SyncMode, database: Database, claim: LockFile?) {
     self.path = path
     self.sync = sync
     self.database = Guarded(database)
     queue = Guarded(WriteQueue())
     writer = Guarded(nil)
+    self.claim = Guarded(claim)
   }
 
   /// Opens (creating if need be) and migrates the file, then starts the writer.
@@ -66,9 +69,13 @@ public final class SQLiteStore: SessionStore, Sendable {
   /// cannot be written is refused before anything is written to it.
   public static func open(path: String, sync: SyncMode = .full) throws(StoreError) -> SQLiteStore {
     let persistent = path != inMemory
+    var claim: LockFile?
     if persistent {
       try Schema.checkWritable(path: path)
+      // Validation only reads, so a refused file gets no lock file beside it;
+      // migration reads the version again under the claim.
       try Schema.validate(path: path)
+      claim = try LockFile.claim(path)
     }
     let connection = try Connection.open(path: path, readOnly: false)
     if connection.isReadOnly {
@@ -89,7 +96,8 @@ public final class SQLiteStore: SessionStore, Sendable {
     }
     try connection.execute("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
     try Schema.migrate(connection)
-    let store = SQLiteStore(path: path, sync: sync, database: try Database(connection))
+    let store = SQLiteStore(
+      path: path, sync: sync, database: try Database(connection), claim: claim)
     store.writer.withLock { $0 = JoinableThread { store.runWriter() } }
     return store
   }
@@ -172,6 +180,8 @@ public final class SQLiteStore: SessionStore, Sendable {
     thread?.join()
     // Closing the last connection checkpoints the WAL into the main file.
     database.withLock { $0 = nil }
+    // Only once the file is closed may another server take it.
+    claim.withLock { $0 = nil }
   }
 
   private func withDatabase<Result>(

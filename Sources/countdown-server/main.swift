@@ -151,7 +151,7 @@ if let redis = options.redis {
     "storage_off",
     ["msg": LogValue("--data :memory:: sessions are kept in memory only and a restart loses them")])
 } else {
-  do {
+  do throws(StoreError) {
     let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
     let loaded = try opened.load(now: SystemClock().nowMilliseconds())
     stored = (loaded.epoch, loaded.sessions)
@@ -171,7 +171,10 @@ if let redis = options.redis {
   } catch {
     log.error("storage_refused", ["error": LogValue(error.description)])
     log.flush()
-    fail("\(error.description)")
+    // A file in use is not a bad configuration: the other server may stop.
+    guard error.kind == .inUse else { fail("\(error.description)") }
+    report("\(error.description)")
+    exit(1)
   }
 }
 

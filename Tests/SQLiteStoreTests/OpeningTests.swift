@@ -176,3 +176,30 @@ import Testing
     }
   }
 }
+
+@Suite struct ClaimTests {
+  /// A second store on a file another holds is refused as in use, naming the file, the
+  /// lock file and this process's pid; once the first closes, the file opens again.
+  @Test func refusesAFileInUse() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let error = #expect(throws: StoreError.self) { try SQLiteStore.open(path: fixture.path) }
+    #expect(error?.kind == .inUse)
+    #expect(error?.description.contains(fixture.path) == true)
+    #expect(error?.description.contains(fixture.path + ".lock") == true)
+    #expect(error?.description.contains("pid \(getpid())") == true)
+    fixture.store.close()
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    reopened.close()
+  }
+
+  /// A symbolic link to the database meets the same claim.
+  @Test func refusesALinkToAFileInUse() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let link = fixture.directory.file("link.db")
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fixture.path)
+    let error = #expect(throws: StoreError.self) { try SQLiteStore.open(path: link) }
+    #expect(error?.kind == .inUse)
+  }
+}

@@ -385,3 +385,25 @@ def test_missing_column_exits_2_unchanged(data_dir):
     assert r.returncode == 2, r
     assert str(data) in r.stderr and "updated_at" in r.stderr, r.stderr
     assert data.read_bytes() == before
+
+
+@run_async
+async def test_second_server_on_the_same_file_exits_1(data_dir):
+    """Two servers in one directory: the second (by another spelling of the path too) exits 1
+    with a message naming the file and the first server's pid; the first still serves and
+    commands as before, and once it stops the file can be opened again."""
+    data = data_dir / "countdown.db"
+    first = start_server("--data", str(data))
+    try:
+        for spelling in (str(data), str(data_dir / "." / "countdown.db")):
+            r = run_binary("--data", spelling)
+            assert r.returncode == 1, r
+            assert spelling in r.stderr and f"pid {first.proc.pid}" in r.stderr, r.stderr
+        c = await Client.connect(first.ws_url(sid()))
+        patch, _ = await c.command({"op": "start", "seconds": 60})
+        assert patch["phase"] == "running"
+        await c.close()
+    finally:
+        first.stop_and_check()
+    again = restart(first, data)
+    again.stop_and_check()
