@@ -43,7 +43,7 @@ public final class SQLiteStore: SessionStore, Sendable {
   public let path: String
   public let sync: SyncMode
   let database: Guarded<Database?>
-  private let queue: Guarded<WriteQueue>
+  let queue: Guarded<WriteQueue>
   private let writer: Guarded<JoinableThread?>
   /// Held from open to close: no second server uses the file meanwhile.
   private let claim: Guarded<LockFile?>
@@ -54,11 +54,18 @@ public final class SQLiteStore: SessionStore, Sendable {
   static let firstRetryWait = Duration.milliseconds(50)
   static let longestRetryWait = Duration.seconds(2)
 
-  private init(path: String, sync: SyncMode, database: Database, claim: LockFile?) {
+  /// Writes that may wait uncommitted (queued, in the transaction being
+  /// committed, or kept after a failed commit) before a command's write is
+  /// answered `unavailable`: what a stalled disk may cost in memory.
+  public static let defaultQueueLimit = 10_000
+
+  private init(
+    path: String, sync: SyncMode, queueLimit: Int, database: Database, claim: LockFile?
+  ) {
     self.path = path
     self.sync = sync
     self.database = Guarded(database)
-    queue = Guarded(WriteQueue())
+    queue = Guarded(WriteQueue(limit: max(1, queueLimit)))
     writer = Guarded(nil)
     self.claim = Guarded(claim)
   }
@@ -67,7 +74,9 @@ public final class SQLiteStore: SessionStore, Sendable {
   ///
   /// A file that is not a SQLite database, has a newer schema version, or
   /// cannot be written is refused before anything is written to it.
-  public static func open(path: String, sync: SyncMode = .full) throws(StoreError) -> SQLiteStore {
+  public static func open(
+    path: String, sync: SyncMode = .full, queueLimit: Int = defaultQueueLimit
+  ) throws(StoreError) -> SQLiteStore {
     let persistent = path != inMemory
     var claim: LockFile?
     if persistent {
@@ -97,7 +106,8 @@ public final class SQLiteStore: SessionStore, Sendable {
     try connection.execute("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
     try Schema.migrate(connection)
     let store = SQLiteStore(
-      path: path, sync: sync, database: try Database(connection), claim: claim)
+      path: path, sync: sync, queueLimit: queueLimit, database: try Database(connection),
+      claim: claim)
     store.writer.withLock { $0 = JoinableThread { store.runWriter() } }
     return store
   }
@@ -134,16 +144,29 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// Queues a write for the writer thread. Never blocks on the file: it takes
-  /// a lock that is only ever held for list operations. After `close()` a
-  /// ticketed write is answered `.unavailable` at once.
+  /// a lock that is only ever held for list operations.
+  ///
+  /// A ticketed write is answered `.unavailable` at once, through
+  /// `onCompleted` like any other outcome, after `close()` and while
+  /// `queueLimit` writes are uncommitted: a disk that stalls then costs
+  /// refused commands, not memory without end. A write without a ticket (a
+  /// creation, a deletion) has as much room again, since nobody can be told
+  /// it failed; past that it is dropped and counted (`writesDropped`).
   public func write(_ write: StoreWrite) {
-    let (accepted, handler) = queue.update { queue in
-      if !queue.stopping { queue.pending.append(write) }
-      return (!queue.stopping, queue.onCompleted)
+    let (refusal, handler) = queue.update { queue -> (String?, _) in
+      guard !queue.stopping else { return ("the store is closed", queue.onCompleted) }
+      let ticketed = !write.isKeptOnFailure
+      guard queue.uncommitted < (ticketed ? queue.limit : 2 * queue.limit) else {
+        if ticketed { queue.stats.writesRefused += 1 } else { queue.stats.writesDropped += 1 }
+        return (
+          "the server's storage is \(queue.uncommitted) writes behind; nothing changed",
+          queue.onCompleted
+        )
+      }
+      queue.pending.append(write)
+      return (nil, nil)
     }
-    guard !accepted, let completion = write.completion(failure: "the store is closed") else {
-      return
-    }
+    guard let refusal, let completion = write.completion(failure: refusal) else { return }
     handler?([completion])
   }
 
@@ -161,6 +184,7 @@ public final class SQLiteStore: SessionStore, Sendable {
     queue.withLock { queue in
       var stats = queue.stats
       stats.queueDepth = queue.pending.count
+      stats.queueLimit = queue.limit
       return stats
     }
   }
@@ -216,6 +240,7 @@ public final class SQLiteStore: SessionStore, Sendable {
       }
       let writes = kept.isEmpty ? batch : kept + batch
       if !writes.isEmpty {
+        queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
         let failure = commit(writes)
         let elapsed = ContinuousClock.now - started
@@ -260,10 +285,18 @@ public final class SQLiteStore: SessionStore, Sendable {
 
 /// What the service thread and the writer share.
 struct WriteQueue {
+  let limit: Int
   var pending: [StoreWrite] = []
   var stopping = false
   var onCompleted: (@Sendable ([StoreCompletion]) -> Void)?
   var stats = StoreStats()
+  /// A test's hook: runs on the writer thread before each commit, so a test
+  /// can hold the writer as a stalled disk would.
+  var beforeCommit: (@Sendable () -> Void)?
+
+  /// Writes accepted and not yet committed: queued, in the transaction being
+  /// committed (which holds the kept ones too), or kept after a failure.
+  var uncommitted: Int { pending.count + max(stats.batchInProgress, stats.writesKept) }
 }
 
 extension StoreWrite {

@@ -152,7 +152,8 @@ if let redis = options.redis {
     ["msg": LogValue("--data :memory:: sessions are kept in memory only and a restart loses them")])
 } else {
   do throws(StoreError) {
-    let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
+    let opened = try SQLiteStore.open(
+      path: options.dataPath, sync: options.sync, queueLimit: options.storeQueueLimit)
     let loaded = try opened.load(now: SystemClock().nowMilliseconds())
     stored = (loaded.epoch, loaded.sessions)
     for entry in loaded.setAside {

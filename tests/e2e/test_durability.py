@@ -261,7 +261,8 @@ async def test_full_disk_refuses_commands_and_recovers(data_dir):
         other = await Client.connect(srv.ws_url(sid("other")), name="other")
         await runner.command({"op": "start", "seconds": 4})
         filler = mnt / "filler"
-        with open(filler, "wb") as f:
+        # Unbuffered: a partly written buffer would raise again from close().
+        with open(filler, "wb", buffering=0) as f:
             try:
                 while True:
                     f.write(b"\0" * 65536)
