@@ -408,3 +408,43 @@ async def test_second_server_on_the_same_file_exits_1(data_dir):
         first.stop_and_check()
     again = restart(first, data)
     again.stop_and_check()
+
+
+@run_async
+async def test_controller_key_survives_restart_and_crash(data_dir):
+    """--control key with storage: after SIGTERM and restart, and after SIGKILL and restart,
+    the controller link from before still controls and a visitor without it is a viewer
+    (what the README says a restart does); with --data :memory: a restart hands out a new key."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data), "--control", "key")
+    session = sid("key")
+    host = await Client.connect(srv.ws_url(session))
+    key = host.snapshot["key"]
+    assert host.snapshot["role"] == "controller"
+    await host.command({"op": "start", "seconds": 600})
+    for stop in (lambda s: s.stop_and_check(), crash):
+        stop(srv)
+        srv = restart(srv, data, "--control", "key")
+        visitor = await Client.connect(srv.ws_url(session))
+        assert visitor.snapshot["role"] == "viewer" and "key" not in visitor.snapshot, visitor.snapshot
+        back = await Client.connect(srv.ws_url(session) + f"?key={key}")
+        assert back.snapshot["role"] == "controller", back.snapshot
+        patch, _ = await back.command({"op": "pause"} if back.snapshot["state"]["phase"] == "running"
+                                      else {"op": "resume"})
+        assert patch["phase"] in ("paused", "running")
+        for c in (visitor, back):
+            await c.close()
+    srv.stop_and_check()
+
+    memory = start_server("--data", ":memory:", "--control", "key")
+    first = await Client.connect(memory.ws_url(session))
+    old = first.snapshot["key"]
+    await first.close()
+    memory.stop_and_check()
+    memory = start_server("--port", str(memory.port), "--data", ":memory:", "--control", "key")
+    try:
+        again = await Client.connect(memory.ws_url(session) + f"?key={old}")
+        assert again.snapshot["role"] == "controller" and again.snapshot["key"] != old, again.snapshot
+        await again.close()
+    finally:
+        memory.stop_and_check()
