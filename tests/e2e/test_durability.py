@@ -203,16 +203,22 @@ def test_garbage_file_exits_2_unchanged(data_dir):
 
 def test_newer_schema_exits_2_unchanged(data_dir):
     """A database from a newer server (higher user_version): exit 2, the file unchanged."""
-    data = data_dir / "newer.db"
+    edited_file_exits_2_unchanged(data_dir / "newer.db", ["PRAGMA user_version = 999", "CREATE TABLE future (x)"],
+                                  "999")
+
+
+def edited_file_exits_2_unchanged(data: Path, statements: list[str], complaint: str) -> None:
+    """After `statements`, the server exits 2 naming the file and `complaint`, and the
+    file is byte for byte as the statements left it."""
     db = sqlite3.connect(data)
-    db.execute("PRAGMA user_version = 999")
-    db.execute("CREATE TABLE future (x)")
+    for statement in statements:
+        db.execute(statement)
     db.commit()
     db.close()
     before = data.read_bytes()
     r = run_binary("--data", str(data))
     assert r.returncode == 2, r
-    assert str(data) in r.stderr and "999" in r.stderr, r.stderr
+    assert str(data) in r.stderr and complaint in r.stderr, r.stderr
     assert data.read_bytes() == before
 
 
@@ -377,15 +383,7 @@ def test_missing_column_exits_2_unchanged(data_dir):
     data = data_dir / "countdown.db"
     srv = start_server("--data", str(data))
     srv.stop_and_check()
-    db = sqlite3.connect(data)
-    db.execute("ALTER TABLE sessions DROP COLUMN updated_at")
-    db.commit()
-    db.close()
-    before = data.read_bytes()
-    r = run_binary("--data", str(data))
-    assert r.returncode == 2, r
-    assert str(data) in r.stderr and "updated_at" in r.stderr, r.stderr
-    assert data.read_bytes() == before
+    edited_file_exits_2_unchanged(data, ["ALTER TABLE sessions DROP COLUMN updated_at"], "lacks updated_at")
 
 
 @run_async
