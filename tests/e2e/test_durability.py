@@ -304,14 +304,16 @@ async def test_full_disk_refuses_commands_and_recovers(data_dir):
 # Rows the server never writes, each one field off a good running row (issue 16). The values are
 # SQL, so that SQLite stores them with the storage class a damaged or hand-edited file would hold.
 DAMAGED_ROWS = {
-    "ends-at-2-63": "'running', 60, 9223372036854775808, NULL, NULL, 1, 1, {now}",
-    "ends-at-minus-2-63": "'running', 60, -9223372036854775808, NULL, NULL, 1, 1, {now}",
-    "duration-2-40": "'running', 1099511627776, {ends}, NULL, NULL, 1, 1, {now}",
-    "duration-text": "'running', 'sixty', {ends}, NULL, NULL, 1, 1, {now}",
-    "updated-at-1e308": "'running', 60, {ends}, NULL, NULL, 1, 1, 1e308",
-    "label-nul": "'running', 60, {ends}, NULL, 'Fin' || char(0) || 'i', 1, 1, {now}",
-    "phase-bogus": "'bogus', 60, {ends}, NULL, NULL, 1, 1, {now}",
-    "paused-and-running": "'running', 60, {ends}, 5000, NULL, 1, 1, {now}",
+    "ends-at-2-63": ("'running', 60, 9223372036854775808, NULL, NULL, 1, 1, {now}", "ends_at holds real"),
+    "ends-at-minus-2-63": ("'running', 60, -9223372036854775808, NULL, NULL, 1, 1, {now}", "endsAt in range"),
+    # In range for a record, but a deadline no command could set: seconds left past Int32.
+    "ends-at-year-9999": ("'running', 60, 253402300799999, NULL, NULL, 1, 1, {now}", "further ahead"),
+    "duration-2-40": ("'running', 1099511627776, {ends}, NULL, NULL, 1, 1, {now}", "duration 1099511627776"),
+    "duration-text": ("'running', 'sixty', {ends}, NULL, NULL, 1, 1, {now}", "duration holds text"),
+    "updated-at-1e308": ("'running', 60, {ends}, NULL, NULL, 1, 1, 1e308", "updated_at holds real"),
+    "label-nul": ("'running', 60, {ends}, NULL, 'Fin' || char(0) || 'i', 1, 1, {now}", "finishedLabel"),
+    "phase-bogus": ("'bogus', 60, {ends}, NULL, NULL, 1, 1, {now}", "unknown phase"),
+    "paused-and-running": ("'running', 60, {ends}, 5000, NULL, 1, 1, {now}", "no remainingMs"),
 }
 
 
@@ -321,7 +323,7 @@ def insert_damaged_rows(data: Path, now: int) -> None:
     db = sqlite3.connect(data)
     try:
         db.execute("PRAGMA ignore_check_constraints = ON")
-        for name, values in DAMAGED_ROWS.items():
+        for name, (values, _) in DAMAGED_ROWS.items():
             db.execute(
                 "INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,"
                 f" updated_at) VALUES ('{name}', {values.format(now=now, ends=now + 60_000)})")
@@ -332,7 +334,7 @@ def insert_damaged_rows(data: Path, now: int) -> None:
 
 @run_async
 async def test_damaged_rows_are_set_aside_and_the_rest_served(data_dir):
-    """A file holding rows with endsAt ±2^63, duration 2^40, text in an integer column, a NUL
+    """A file holding rows with endsAt ±2^63 or in the year 9999, duration 2^40, text in an integer column, a NUL
     in the label and phase 'bogus': the server starts (no trap), logs each session by id with
     a reason, moves them to damaged_sessions, and serves the good session as it was."""
     data = data_dir / "countdown.db"
@@ -342,7 +344,7 @@ async def test_damaged_rows_are_set_aside_and_the_rest_served(data_dir):
     patch, _ = await c.command({"op": "start", "seconds": 600})
     await c.close()
     srv.stop_and_check()
-    insert_damaged_rows(data, now_ms())
+    insert_damaged_rows(data, int(now_ms()))
 
     srv2 = restart(srv, data)
     try:
@@ -351,9 +353,9 @@ async def test_damaged_rows_are_set_aside_and_the_rest_served(data_dir):
         assert back.snapshot["state"]["endsAt"] == patch["endsAt"]
         await back.close()
         log = srv2.stderr()
-        for name in DAMAGED_ROWS:
+        for name, (_, reason) in DAMAGED_ROWS.items():
             line = next((ln for ln in log.splitlines() if "session_set_aside" in ln and f'"{name}"' in ln), None)
-            assert line is not None and '"reason"' in line, (name, log)
+            assert line is not None and reason in line, (name, reason, log)
         # The id is free again: a viewer of it gets a fresh idle session.
         fresh = await Client.connect(srv2.ws_url("phase-bogus"))
         assert fresh.snapshot["state"]["phase"] == "idle", fresh.snapshot
