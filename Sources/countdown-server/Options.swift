@@ -19,6 +19,8 @@ struct Options {
   /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
   var dataPath = "countdown.db"
   var sync = SyncMode.full
+  /// Uncommitted SQLite writes past which a command gets `unavailable`.
+  var storeQueueLimit = SQLiteStore.defaultQueueLimit
   /// Cluster mode: sessions live in Redis, shared with other instances.
   var redis: RedisAddress?
 
@@ -353,6 +355,10 @@ extension Options {
       "--sync", .storage, \.sync,
       help: "full (default): every acked command survives power\n"
         + "loss; normal: it survives a crash of the process,\nnot of the machine."),
+    .integer(
+      "--store-queue-limit", "N", .storage, 1...10_000_000, \.storeQueueLimit,
+      help: "Writes that may wait for the disk (default 10000);\n"
+        + "past it a command gets unavailable."),
 
     OptionSpec(
       flag: "--redis", valueName: "URL", section: .storage,

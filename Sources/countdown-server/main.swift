@@ -151,9 +151,19 @@ if let redis = options.redis {
     "storage_off",
     ["msg": LogValue("--data :memory:: sessions are kept in memory only and a restart loses them")])
 } else {
-  do {
-    let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
-    stored = try opened.load()
+  do throws(StoreError) {
+    let opened = try SQLiteStore.open(
+      path: options.dataPath, sync: options.sync, queueLimit: options.storeQueueLimit)
+    let loaded = try opened.load(now: SystemClock().nowMilliseconds())
+    stored = (loaded.epoch, loaded.sessions)
+    for entry in loaded.setAside {
+      log.warn(
+        "session_set_aside",
+        [
+          "session": LogValue(entry.session), "reason": LogValue(entry.reason),
+          "msg": LogValue("a damaged row was moved to the damaged_sessions table"),
+        ])
+    }
     if stored.epoch == nil {
       stored.epoch = Hub.randomEpoch()
       try opened.saveEpoch(stored.epoch!)
@@ -162,7 +172,10 @@ if let redis = options.redis {
   } catch {
     log.error("storage_refused", ["error": LogValue(error.description)])
     log.flush()
-    fail("\(error.description)")
+    // A file in use is not a bad configuration: the other server may stop.
+    guard error.kind == .inUse else { fail("\(error.description)") }
+    report("\(error.description)")
+    exit(1)
   }
 }
 
