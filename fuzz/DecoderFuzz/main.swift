@@ -71,21 +71,28 @@ private func fuzzDecode(_ bytes: [UInt8]) {
     if let id = message.id { checkFrame(WireCodec.ack(id: id, seq: 1), "ack") }
     switch message.command {
     case .start(let length, let label):
-      if case .seconds(let seconds)? = length {
+      switch length {
+      case .seconds(let seconds)?:
         check(SessionRecord.secondsRange.contains(seconds), "seconds \(seconds)")
+      case .until(let deadline)?:
+        check(SessionRecord.epochMsRange.contains(deadline), "until \(deadline)")
+      case nil: break
       }
       if let label {
-        check(!label.isEmpty && label.count <= SessionConfig.maxFinishedLabelLength, "label")
+        check(SessionRecord.isValidFinishedLabel(label), "label \(label.debugDescription)")
       }
     case .adjust(let seconds):
       check(seconds != 0 && SessionRecord.adjustRange.contains(seconds), "adjust \(seconds)")
     case .cancel, .pause, .resume:
       break
     case .ping(let t):
+      check(t.utf8.count <= WireCodec.maxPingTLength && Double(t)?.isFinite == true, "t \(t)")
       checkFrame(WireCodec.pong(t: t, serverTime: 0), "pong")
     }
   case .failure(let error):
     checkFrame(WireCodec.error(error), "error")
+    // Quoted input is cut: no error costs much more than its fixed words.
+    check(error.message.unicodeScalars.count <= 160, "error message of \(error.message.count)")
     if error.code == .badJSON {
       check(error.id == nil, "bad_json error carries an id")
     }
