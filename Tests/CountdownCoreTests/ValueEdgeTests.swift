@@ -232,6 +232,32 @@ import Testing
     }
   }
 
+  /// Every edge, sent through a hub (a start's on an idle session, an
+  /// adjust's on a running one), is answered bad_request as its last frame
+  /// and leaves the record as it was.
+  @Test(arguments: neverValid)
+  func edgesThroughTheHub(_ literal: String) throws {
+    let hub = Hub(config: HubConfig(commandsPerSecond: 1000), epoch: "e")
+    guard case .joined(let viewer) = hub.connect(session: "s", now: t0) else {
+      Issue.record("join refused")
+      return
+    }
+    func refused(_ frame: String) throws {
+      let before = try #require(hub.record(of: "s"))
+      while hub.nextFrame(for: viewer, now: t0) != nil {}
+      hub.receive(Array(frame.utf8), from: viewer, now: t0)
+      #expect(hub.record(of: "s") == before, "\(frame)")
+      var last: [UInt8]?
+      while let next = hub.nextFrame(for: viewer, now: t0) { last = next }
+      #expect(last.map(text)?.contains(#""code":"bad_request""#) == true, "\(frame)")
+    }
+    try refused(#"{"op":"start","until":\#(literal)}"#)
+    try refused(#"{"op":"start","seconds":\#(literal)}"#)
+    hub.receive(Array(#"{"op":"start","seconds":60}"#.utf8), from: viewer, now: t0)
+    #expect(hub.record(of: "s")?.phase == .running)
+    try refused(#"{"op":"adjust","seconds":\#(literal)}"#)
+  }
+
   /// The 50-byte message that stopped the server is a bad_request; the
   /// session is unchanged, and the next start works.
   @Test func untilOverflowThroughTheHub() throws {
