@@ -30,7 +30,10 @@
 //   - an acked command changed the record by exactly one revision, to what
 //     the command rules give, and the record still holds it when the ack is read;
 //     a refused one changed nothing. With the store, a record changes only
-//     when a write is committed, and then to exactly the record written.
+//     when a write is committed, and then to exactly the record written; each
+//     held write is traced back to its sender (at once, or from the queue
+//     behind the command in flight), so an ack must name a committed write
+//     and a failed one is answered with an error.
 
 /// Fails the run with a message libFuzzer prints next to the crash.
 private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -105,6 +108,8 @@ private let endOfTime: Int64 = 32_503_680_000_000  // year 3000
 /// What one connection has been sent, as a page would keep it.
 private struct Viewer {
   let id: ConnectionID
+  /// Unique over the run, unlike `id`, which the hub reuses.
+  let serial: Int
   let session: String
   /// The snapshot's state with every patch since merged in (RFC 7396).
   var model: [String: JSONValue]?
@@ -139,28 +144,65 @@ private final class World {
   /// The highest seq any viewer of the session was sent, while it lives.
   var maxSeq: [String: UInt64] = [:]
   var nextID = 1
+  var nextSerial = 0
+  /// Store mode: who sent each held write's command, by ticket, and the
+  /// commands queued behind one in flight, by session, in order.
+  var inFlight: [UInt64: Sender] = [:]
+  var waiting: [String: [Sender]] = [:]
+
+  struct Sender {
+    var serial: Int
+    var id: String?
+  }
 
   init(flags: UInt8) {
     control = flags & 1 == 0 ? .open : .key
     store = flags & 4 == 0 ? nil : HeldStore()
+    // With the store, a refusal the hub does not count (the rate limit's)
+    // would be taken for a queued command: the limit is then out of reach.
+    let rate: Double = flags & 6 == 0 ? 20 : 10_000
     hub = Hub(
-      config: HubConfig(commandsPerSecond: flags & 2 == 0 ? 20 : 10_000, control: control),
+      config: HubConfig(commandsPerSecond: rate, control: control),
       epoch: "fuzz", sequencer: LocalSequencer(store: store))
   }
+
+  /// Commands the hub has answered or refused, counted as its metrics are.
+  var commandsCounted: UInt64 {
+    hub.stats.commands.values.reduce(0) { $0 + $1.values.reduce(0, +) }
+  }
+
+  func viewerIndex(serial: Int) -> Int? { viewers.firstIndex { $0.serial == serial } }
 
   /// The oldest held write becomes durable, or fails.
   func commit(_ program: inout Program) {
     guard let store, !store.held.isEmpty else { return }
     let write = store.held.removeFirst()
     let before = hub.record(of: write.session)
-    if program.byte() % 4 == 3 {
-      hub.complete(write.ticket, .unavailable("fuzz"), now: now)
+    let sender = inFlight.removeValue(forKey: write.ticket.value)
+    let counted = commandsCounted
+    let held = store.held.count
+    let fails = program.byte() % 4 == 3
+    hub.complete(write.ticket, fails ? .unavailable("fuzz") : .applied(write.record), now: now)
+    // The commands queued behind it go on: those refused at once are
+    // counted, and the first one the rules take is held in its turn.
+    var queue = waiting[write.session] ?? []
+    let refused = Int(commandsCounted - counted) - 1
+    check(refused >= 0 && refused <= queue.count, "\(refused) refusals from \(queue.count) queued")
+    queue.removeFirst(refused)
+    if store.held.count > held, let last = store.held.last {
+      check(!queue.isEmpty, "a write held for no queued command")
+      inFlight[last.ticket.value] = queue.removeFirst()
+    }
+    waiting[write.session] = queue.isEmpty ? nil : queue
+    if fails {
       check(hub.record(of: write.session) == before, "a failed write changed the record")
       return
     }
-    hub.complete(write.ticket, .applied(write.record), now: now)
     guard let after = hub.record(of: write.session) else {
       fatalError("a session with a command in flight is gone")
+    }
+    if let sender, let id = sender.id, let index = viewerIndex(serial: sender.serial) {
+      viewers[index].applied[id] = write.record.revision
     }
     var expected = write.record
     expected.seq = after.seq
@@ -193,7 +235,8 @@ private final class World {
     switch hub.connect(session: session, key: key, since: since, now: now) {
     case .joined(let id):
       check(!viewers.contains { $0.id == id }, "connection id \(id) handed out twice")
-      viewers.append(Viewer(id: id, session: session))
+      viewers.append(Viewer(id: id, serial: nextSerial, session: session))
+      nextSerial += 1
     case .refused(let code):
       check(code == .tooManySessions, "join refused with \(code)")
     }
@@ -275,6 +318,8 @@ private final class World {
     let index = Int(program.byte()) % viewers.count
     let viewer = viewers[index]
     let before = hub.record(of: viewer.session)
+    let counted = commandsCounted
+    let held = store?.held.count ?? 0
     let outcome = hub.receive(frame, from: viewer.id, now: now)
     if case .close = outcome {
       // A flood: the server closes the socket, and the hub hears of it.
@@ -286,11 +331,6 @@ private final class World {
     guard let before, let after else {
       fatalError("a session with a viewer is gone: \(viewer.session)")
     }
-    if store != nil {
-      // Nothing is applied before its write is committed; acks are checked there.
-      check(after.revision == before.revision, "a held command changed the record")
-      return
-    }
     let decoded = WireCodec.decode(frame)
     let id: String? =
       switch decoded {
@@ -299,6 +339,20 @@ private final class World {
       }
     if let id, !viewers[index].sent.insert(id).inserted {
       viewers[index].ambiguous.insert(id)
+    }
+    if let store {
+      // Nothing is applied before its write is committed, where its ack is checked.
+      check(after.revision == before.revision, "a held command changed the record")
+      guard case .success(let message) = decoded else { return }
+      if case .ping = message.command { return }
+      let sender = Sender(serial: viewer.serial, id: id)
+      if store.held.count > held, let last = store.held.last {
+        inFlight[last.ticket.value] = sender
+      } else if commandsCounted == counted {
+        // Neither answered nor held: queued behind the command in flight.
+        waiting[viewer.session, default: []].append(sender)
+      }
+      return
     }
     if after.revision == before.revision {
       check(
@@ -441,8 +495,7 @@ private final class World {
       maxSeq[session] = max(maxSeq[session] ?? 0, seq)
     case "ack":
       check(viewers[index].model != nil, "an ack before the snapshot: \(text)")
-      // With the store, what an ack confirms is checked at its commit.
-      if store == nil, let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
+      if let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
         guard let revision = viewers[index].applied[id] else {
           fatalError("an ack for a command that changed nothing: \(text)")
         }
@@ -452,7 +505,7 @@ private final class World {
       check(seqField() <= viewers[index].seq, "an ack ahead of its patch: \(text)")
     case "error":
       check(viewers[index].model != nil, "an error before the snapshot: \(text)")
-      if store == nil, let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
+      if let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
         check(viewers[index].applied[id] == nil, "an error for an applied command: \(text)")
       }
       if case .string(let message)? = fields["message"] {
