@@ -5,8 +5,6 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
   let high: UInt64
   let low: UInt64
 
-  static let mappedPrefix: UInt64 = 0xffff_0000_0000
-
   var isV4: Bool { high == 0 && low >> 32 == 0xffff }
 
   init(high: UInt64, low: UInt64) {
@@ -34,7 +32,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
       self.init(high: high, low: low)
     } else {
       guard let v4 = Self.parseV4(bytes[...]) else { return nil }
-      self.init(high: 0, low: Self.mappedPrefix << 16 | UInt64(v4))
+      self.init(high: 0, low: 0xffff << 32 | UInt64(v4))
     }
   }
 
