@@ -154,7 +154,7 @@ public struct CIDR: Hashable, Sendable, CustomStringConvertible {
     var length = width
     if parts.count == 2 {
       let digits = parts[1]
-      guard (1...3).contains(digits.count), digits.allSatisfy(\.isASCII),
+      guard (1...3).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }),
         let number = Int(digits), (0...width).contains(number),
         digits.count == 1 || digits.first != "0"
       else { return nil }
