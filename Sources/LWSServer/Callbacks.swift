@@ -290,12 +290,15 @@ private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
 /// Answers with a short plain-text status and ends the transaction.
 /// Written by hand: during an upgrade lws's own status helper answers
 /// "HTTP/1.0", which WebSocket clients reject as a malformed response.
-private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "") -> Int32 {
+private func respond(
+  _ wsi: OpaquePointer, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
+) -> Int32 {
   let reason = refusalReasons[status] ?? "Refused"
-  let body = "\(status) \(reason)\n"
+  let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
   let response = Array(
-    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(securityHeaders)\(headers)"
-      + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)").utf8)
+    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
+      + "\(securityHeaders)\(headers)"
+      + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
   return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
 }
 
@@ -347,13 +350,15 @@ func httpCallback(
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
-    let answer =
-      path == CountdownServer.originCheckPath
-      ? server.originCheck(
+    if path == CountdownServer.originCheckPath {
+      // Answered at once and closed: after a POST lws ends the transaction
+      // itself, before a WRITEABLE could carry the body.
+      let answer = server.originCheck(
         origin: Result { () throws(HeaderError) in try header(wsi, WSI_TOKEN_ORIGIN, "origin") },
         host: try? header(wsi, WSI_TOKEN_HOST, "host"))
-      : server.answer(path ?? "")
-    guard rest.isEmpty || rest == "/", let answer else {
+      return respond(wsi, status: answer.status, answer: answer)
+    }
+    guard rest.isEmpty || rest == "/", let answer = server.answer(path ?? "") else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
