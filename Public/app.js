@@ -199,7 +199,8 @@ function dropSocket() {
 }
 
 function onClose(ev) {
-  if (!snapshotted) whyRefused(lang).then((text) => text && showRefusal(text));
+  // Only a page that was never live can be refused for its origin.
+  if (!model.state) whyRefused(lang).then((text) => text && showRefusal(text));
   forgetSocket();
   const { retry, why } = closeOutcome(ev.code, ev.reason, ev.wasClean);
   if (!retry) {
