@@ -101,7 +101,8 @@ extension CountdownServer {
     guard let suppressed = originLogThrottle.admit(now: clock.nowMilliseconds()) else { return }
     let origin = request.origin.map { String($0.prefix(Self.loggedOriginLength)) } ?? ""
     fields += [
-      ("origin", LogValue(origin)), ("host", LogValue(String((request.host ?? "").prefix(Self.loggedOriginLength)))),
+      ("origin", LogValue(origin)),
+      ("host", LogValue(String((request.host ?? "").prefix(Self.loggedOriginLength)))),
       ("hint", LogValue("to allow it, start the server with --allow-origin \(origin)")),
       ("suppressed", LogValue(suppressed)),
     ]
@@ -244,7 +245,8 @@ struct Authority: Equatable {
         })
     else { return nil }
     if let portText {
-      guard (1...5).contains(portText.count), portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+      guard (1...5).contains(portText.count),
+        portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
         let port = Int(portText), port <= 65_535
       else { return nil }
       self.port = port

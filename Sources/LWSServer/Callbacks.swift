@@ -295,10 +295,11 @@ private func respond(
 ) -> Int32 {
   let reason = refusalReasons[status] ?? "Refused"
   let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
-  let response = Array(
-    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
-      + "\(securityHeaders)\(headers)"
-      + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
+  let response =
+    Array(
+      ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
+        + "\(securityHeaders)\(headers)"
+        + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
   return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
 }
 

@@ -50,7 +50,8 @@ extension CountdownServer {
       json.string(String(origin.prefix(Self.loggedOriginLength)))
       if !allowed {
         json.raw(",\"hint\":")
-        json.string("start the server with --allow-origin \(origin.prefix(Self.loggedOriginLength))")
+        json.string(
+          "start the server with --allow-origin \(origin.prefix(Self.loggedOriginLength))")
       }
     case .success(nil):
       json.bool(true)

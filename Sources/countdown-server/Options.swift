@@ -349,7 +349,8 @@ extension Options {
           let text = part.trimmingPrefix(" ")
           guard let range = CIDR(text) else {
             throw UsageError(
-              message: "\(n) must be IP addresses or ranges like 10.0.0.0/8 or fd00::/8, not '\(v)'")
+              message: "\(n) must be IP addresses or ranges like 10.0.0.0/8 or fd00::/8, not '\(v)'"
+            )
           }
           o.server.trustedProxies.ranges.append(range)
         }

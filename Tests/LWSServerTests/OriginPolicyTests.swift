@@ -12,7 +12,8 @@ import Testing
     #expect(
       anywhere.allows(
         origin: "http://countdown.example.test:8080", host: "countdown.example.test:8080"))
-    #expect(anywhere.allows(origin: "HTTPS://Countdown.Example.Test", host: "countdown.example.test"))
+    #expect(
+      anywhere.allows(origin: "HTTPS://Countdown.Example.Test", host: "countdown.example.test"))
     #expect(anywhere.allows(origin: "http://a.test:80", host: "a.test"))
     #expect(anywhere.allows(origin: "https://a.test", host: "a.test:443"))
     #expect(anywhere.allows(origin: "http://[2001:db8::1]:8080", host: "[2001:db8::1]:8080"))
@@ -70,9 +71,12 @@ import Testing
 @Suite struct HeaderTextTests {
   /// Printable ASCII is text; a NUL, a control byte, DEL or UTF-8 is not.
   @Test func onlyPrintableASCII() throws {
-    #expect(try HeaderError.text(Array("http://a.test:1".utf8), header: "origin") == "http://a.test:1")
+    #expect(
+      try HeaderError.text(Array("http://a.test:1".utf8), header: "origin") == "http://a.test:1")
     #expect(try HeaderError.text([], header: "origin") == "")
-    for bad: [UInt8] in [[0], [0x61, 0, 0x62], [0x09], [0x0d, 0x0a], [0x7f], [0xc3, 0xa9], [0xff]] {
+    for bad: [UInt8] in [
+      [0], [0x61, 0, 0x62], [0x09], [0x0d, 0x0a], [0x7f], [0xc3, 0xa9], [0xff],
+    ] {
       #expect(throws: HeaderError(header: "origin", problem: .notText)) {
         try HeaderError.text(bad, header: "origin")
       }
