@@ -351,7 +351,7 @@ func httpCallback(
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
-    if path == CountdownServer.originCheckPath {
+    if path == CountdownServer.originCheckPath, lws_get_vhost(wsi) != server.metricsVhost {
       // Answered at once and closed: after a POST lws ends the transaction
       // itself, before a WRITEABLE could carry the body.
       let answer = server.originCheck(

@@ -241,8 +241,8 @@ async def test_origin_refusal_is_a_rate_limited_warning():
 
 
 # -- 3. a refused page can learn why ----------------------------------------------------
-def post(srv, path: str, headers: dict[str, str], body: bytes | None = None, method: str = "POST"):
-    conn = http.client.HTTPConnection(LOOP, srv.port, timeout=5)
+def post(port: int, path: str, headers: dict[str, str], body: bytes | None = None, method: str = "POST"):
+    conn = http.client.HTTPConnection(LOOP, port, timeout=5)
     try:
         conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
@@ -254,12 +254,12 @@ def post(srv, path: str, headers: dict[str, str], body: bytes | None = None, met
 def test_origin_check_names_allow_origin(loopback):
     """POST /origin-check answers JSON: a foreign origin is not allowed, and the hint
     names --allow-origin with that origin; the server's own origin is allowed."""
-    code, headers, body = post(loopback, "/origin-check",
+    code, headers, body = post(loopback.port, "/origin-check",
                                {"Origin": "http://x.example:1", "Content-Length": "0"})
     assert code == 200 and headers["content-type"] == "application/json"
     assert json.loads(body) == {"allowed": False, "origin": "http://x.example:1",
                                 "hint": "start the server with --allow-origin http://x.example:1"}
-    code, _, body = post(loopback, "/origin-check", {"Origin": f"http://{LOOP}:{loopback.port}",
+    code, _, body = post(loopback.port, "/origin-check", {"Origin": f"http://{LOOP}:{loopback.port}",
                                                      "Content-Length": "0"})
     assert code == 200 and json.loads(body) == {"allowed": True, "origin": f"http://{LOOP}:{loopback.port}"}
 
@@ -268,9 +268,9 @@ def test_origin_check_agrees_with_the_upgrade(anywhere):
     """The check gives the upgrade's answer: a name the server was reached under, off
     loopback, is allowed; an unreadable Origin is not."""
     host = f"countdown.example.test:{anywhere.port}"
-    _, _, body = post(anywhere, "/origin-check", {"Host": host, "Origin": f"http://{host}", "Content-Length": "0"})
+    _, _, body = post(anywhere.port, "/origin-check", {"Host": host, "Origin": f"http://{host}", "Content-Length": "0"})
     assert json.loads(body)["allowed"] is True
-    _, _, body = post(anywhere, "/origin-check", {"Host": host, "Origin": "http://" + "o" * 3000,
+    _, _, body = post(anywhere.port, "/origin-check", {"Host": host, "Origin": "http://" + "o" * 3000,
                                                   "Content-Length": "0"})
     assert json.loads(body) == {"allowed": False, "origin": None, "hint": "the Origin header could not be read"}
 
@@ -279,12 +279,12 @@ def test_origin_check_takes_no_body_and_posts_nowhere_else(loopback):
     """Only a POST without a body reaches the check; a POST anywhere else, or with a
     body, still gets 405. The answer carries the security headers, and the page's own
     CSP lets it fetch the check (connect-src 'self')."""
-    assert post(loopback, "/origin-check", {"Origin": "http://x.example"}, body=b"abc")[0] == 405
-    assert post(loopback, "/index.html", {"Content-Length": "0"})[0] == 405
-    code, headers, body = post(loopback, "/origin-check", {"Content-Length": "0"})
+    assert post(loopback.port, "/origin-check", {"Origin": "http://x.example"}, body=b"abc")[0] == 405
+    assert post(loopback.port, "/index.html", {"Content-Length": "0"})[0] == 405
+    code, headers, body = post(loopback.port, "/origin-check", {"Content-Length": "0"})
     assert code == 200 and json.loads(body) == {"allowed": True, "origin": None}
     assert headers["x-content-type-options"] == "nosniff" and "content-security-policy" in headers
-    code, headers, _ = post(loopback, "/", {}, method="GET")
+    code, headers, _ = post(loopback.port, "/", {}, method="GET")
     assert "connect-src 'self'" in headers["content-security-policy"]
 
 
@@ -370,5 +370,17 @@ async def test_forwarded_for_of_4kb_and_many_hops():
         long = ",".join(["10.0.0.1"] * 400)
         assert await status(srv, headers=forwarded(long)) in (400, None)
         assert await status(srv) == 101
+    finally:
+        srv.stop_and_check()
+
+
+def test_origin_check_is_not_on_the_metrics_port():
+    """The --metrics-port listener serves only /metrics, /healthz and /readyz: the
+    origin check there is a 404, while the main port answers it."""
+    srv = start_server("--metrics-port", "0", "--log-format", "json")
+    try:
+        line = wait_event(srv, "listening")
+        assert post(line["metrics_port"], "/origin-check", {"Origin": "http://x.example", "Content-Length": "0"})[0] == 404
+        assert post(srv.port, "/origin-check", {"Origin": "http://x.example", "Content-Length": "0"})[0] == 200
     finally:
         srv.stop_and_check()
