@@ -109,8 +109,10 @@ extension CountdownServer {
     Logger.shared.log(.warn, "upgrade_refused", fields: fields)
   }
 
-  /// Origins and hosts are logged this far: any page may send 2 KB of one.
-  static let loggedOriginLength = 120
+  /// Origins and hosts are logged (and echoed by the origin check) this far:
+  /// any page may send 2 KB of one, while the longest real one, a 253-byte
+  /// DNS name with its scheme and port, fits.
+  static let loggedOriginLength = 300
 
   /// A request whose headers could not be read whole, refused before admission.
   func unreadable(_ error: HeaderError, peer: String) {
