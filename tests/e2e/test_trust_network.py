@@ -29,26 +29,19 @@ def sid() -> str:
     return "t" + uuid.uuid4().hex
 
 
-@pytest.fixture(scope="module")
-def loopback():
-    srv = start_server("--log-format", "json")
-    yield srv
-    srv.stop_and_check()
+def module_server(*args: str, doc: str):
+    """A fixture: one server with `args` (and JSON logs) for this module."""
+    def fixture():
+        srv = start_server(*args, "--log-format", "json")
+        yield srv
+        srv.stop_and_check()
+    fixture.__doc__ = doc
+    return pytest.fixture(scope="module")(fixture)
 
 
-@pytest.fixture(scope="module")
-def anywhere():
-    """A server listening on every address, reached through 127.0.0.1."""
-    srv = start_server("--host", "0.0.0.0", "--log-format", "json")
-    yield srv
-    srv.stop_and_check()
-
-
-@pytest.fixture(scope="module")
-def keyed():
-    srv = start_server("--control", "key", "--log-format", "json")
-    yield srv
-    srv.stop_and_check()
+loopback = module_server(doc="A server on the default loopback --host.")
+anywhere = module_server("--host", "0.0.0.0", doc="A server on every address, reached through 127.0.0.1.")
+keyed = module_server("--control", "key", doc="A server whose sessions need a controller key.")
 
 
 async def upgrade(srv, path: str | None = None, *, origin: str | None = None, host: str | None = None,
