@@ -342,6 +342,24 @@ extension Options {
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),
 
+    OptionSpec(
+      flag: "--trusted-proxy", valueName: "CIDR", section: .limits,
+      help: "Comma-separated ranges (10.0.0.0/8, ::1) of proxies\n"
+        + "whose X-Forwarded-For names the client, for the\nper-IP cap and the logs. Repeatable.",
+      apply: { o, v, n throws(UsageError) in
+        for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+          let text = part.trimmingPrefix(" ")
+          guard let range = CIDR(text) else {
+            throw UsageError(
+              message: "\(n) must be IP addresses or ranges like 10.0.0.0/8 or fd00::/8, not '\(v)'"
+            )
+          }
+          o.server.trustedProxies.ranges.append(range)
+        }
+      },
+      show: { $0.server.trustedProxies.ranges.map(\.description).joined(separator: ",") },
+      reset: { $0.server.trustedProxies.ranges = [] }),
+
     .integer(
       "--forget-after", "SECONDS", .limits, 1...86_400, \.forgetAfterSeconds,
       help: "Forget an idle or finished session this long after\n"
