@@ -97,6 +97,25 @@ public final class Hub {
     var serial: UInt32
     var id: CommandID?
     var command: SessionCommand
+    /// The hash of the key the connection held when the command arrived
+    /// (key mode): what a command from a connection gone since is checked by.
+    var presented: KeyHash?
+    /// A `rotate_key`'s new key, for its ack.
+    var newKey: String?
+  }
+
+  /// An `auth` whose session is still loading: decided once its key is known.
+  struct PendingAuth {
+    var connection: ConnectionHandle
+    var serial: UInt32
+    var id: CommandID?
+    var key: String
+  }
+
+  /// What waits on a session, in arrival order.
+  enum Waiting {
+    case command(PendingCommand)
+    case auth(PendingAuth)
   }
 
   /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
@@ -129,6 +148,10 @@ public final class Hub {
   var keyHashes: [KeyHash?] = []
   /// The key each controller is shown in its snapshot, until it is sent.
   var keysToSend: [ConnectionID: String] = [:]
+  /// By connection, for controllers in key mode only: the hash of the key
+  /// each presented, so that a command is authorised against the session's
+  /// key when it is sent on, not only when it arrives.
+  var presentedKeys: [ConnectionID: KeyHash] = [:]
   /// By session handle, for sessions with a lagging viewer.
   var mergedFrames: [SessionHandle: MergedFrame] = [:]
   var sessionIndex: [String: SessionHandle] = [:]
@@ -136,7 +159,7 @@ public final class Hub {
   var dirtySessions: [SessionHandle] = []
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
-  var waitingCommands: [SessionHandle: [PendingCommand]] = [:]
+  var waitingCommands: [SessionHandle: [Waiting]] = [:]
   /// By session handle, for sessions whose records come from elsewhere (a
   /// cluster): the last such record, which bounds the seq any instance may
   /// have reached since.
@@ -258,7 +281,10 @@ public final class Hub {
         position: Int32(sessions[handle].viewers.count), serial: serial,
         isController: config.control == .open || shownKey != nil))
     let id = connection.index
-    if let shownKey { keysToSend[id] = shownKey }
+    if let shownKey {
+      keysToSend[id] = shownKey
+      presentedKeys[id] = KeyHash(of: shownKey)
+    }
     sessions[handle].viewers.append(id)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
@@ -270,6 +296,7 @@ public final class Hub {
   public func disconnect(_ id: ConnectionID, now: Int64) {
     guard let closing = connections.remove(ConnectionHandle(id)) else { return }
     keysToSend[id] = nil
+    presentedKeys[id] = nil
     let handle = closing.session
     let moved = sessions[handle].viewers.removeLast()
     if moved != id {
@@ -334,21 +361,108 @@ public final class Hub {
       reply(.frame(WireCodec.error(error)), to: id)
     case .ping(let t):
       reply(.pong(t: t), to: id)
+    case .auth(let key, let commandID):
+      authenticate(
+        PendingAuth(
+          connection: handle, serial: connections[handle].serial, id: commandID, key: key),
+        now: now)
+    case .rotateKey(let commandID):
+      let key = ControllerKey.generate().hex
+      submit(
+        PendingCommand(
+          session: connections[handle].session, connection: handle,
+          serial: connections[handle].serial, id: commandID, command: .rotateKey(KeyHash(of: key)),
+          presented: presentedKeys[id], newKey: key), now: now)
     case .command(let command, let commandID):
-      let pending = PendingCommand(
-        session: connections[handle].session, connection: handle,
-        serial: connections[handle].serial, id: commandID, command: command)
-      if sessions[pending.session].holdsCommands {
-        guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
-          finish(pending, .rejected(.busy), now: now)
-          return .handled
-        }
-        waitingCommands[pending.session, default: []].append(pending)
-      } else {
-        dispatch(pending, now: now)
-      }
+      submit(
+        PendingCommand(
+          session: connections[handle].session, connection: handle,
+          serial: connections[handle].serial, id: commandID, command: command,
+          presented: presentedKeys[id]), now: now)
     }
     return .handled
+  }
+
+  /// Sends a command on, or queues it behind the one in flight.
+  private func submit(_ pending: PendingCommand, now: Int64) {
+    guard sessions[pending.session].holdsCommands else {
+      dispatch(pending, now: now)
+      return
+    }
+    guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
+      finish(pending, .rejected(.busy), now: now)
+      return
+    }
+    waitingCommands[pending.session, default: []].append(.command(pending))
+  }
+
+  /// An `auth`. While the session's key is still being fetched, the
+  /// connection is taken at its word, as a `?key=` is: its commands wait with
+  /// the session's and are checked again when sent on, and `loaded` decides.
+  private func authenticate(_ auth: PendingAuth, now: Int64) {
+    let session = connections[auth.connection].session
+    guard config.control == .key, sessions[session].loading else {
+      decide(auth, now: now)
+      return
+    }
+    guard waitingCommands[session, default: []].count < Self.maxWaitingCommands else {
+      stats.countCommand("auth", result: ErrorCode.busy.rawValue)
+      reply(
+        .frame(WireCodec.error(CommandError(.busy, Self.explain(.busy), id: auth.id))),
+        to: auth.connection.index)
+      return
+    }
+    waitingCommands[session, default: []].append(.auth(auth))
+    grant(auth.connection.index, key: auth.key)
+  }
+
+  /// Answers an `auth` against the session's key as it is now: a match makes
+  /// a controller, shown in a fresh snapshot; a controller stays one.
+  private func decide(_ auth: PendingAuth, now: Int64) {
+    guard connections.contains(auth.connection),
+      connections[auth.connection].serial == auth.serial
+    else { return }
+    let id = auth.connection.index
+    let session = connections[auth.connection].session
+    if config.control == .key {
+      let sessionKey = keyHash(of: session)
+      let confirmed = presentedKeys[id].map { sessionKey?.matches($0) == true } ?? false
+      if sessionKey?.matches(auth.key) == true {
+        if !confirmed { grant(id, key: auth.key) }
+      } else if !confirmed {
+        demote(id)
+        stats.countCommand("auth", result: ErrorCode.forbidden.rawValue)
+        reply(
+          .frame(
+            WireCodec.error(
+              CommandError(.forbidden, "the controller key was not accepted", id: auth.id))),
+          to: id)
+        return
+      }
+    }
+    stats.countCommand("auth", result: "ok")
+    reply(.frame(WireCodec.ack(id: auth.id, seq: sessions[session].machine.seq)), to: id)
+  }
+
+  /// Makes a connection a controller holding `key`, and says so in a fresh snapshot.
+  private func grant(_ id: ConnectionID, key: String) {
+    let slot = ConnectionHandle(id)
+    connections[slot].isController = true
+    presentedKeys[id] = KeyHash(of: key)
+    keysToSend[id] = key
+    connections[slot].needsSnapshot = true
+    dirtyConnections.append(id)
+  }
+
+  /// Makes a controller a viewer, and says so in a fresh snapshot.
+  private func demote(_ id: ConnectionID) {
+    let slot = ConnectionHandle(id)
+    guard connections[slot].isController else { return }
+    connections[slot].isController = false
+    presentedKeys[id] = nil
+    keysToSend[id] = nil
+    connections[slot].needsSnapshot = true
+    dirtyConnections.append(id)
   }
 
   /// A sequencer finished a command it answered `.pending` for. Called on the
@@ -371,11 +485,7 @@ public final class Hub {
     sessions[handle].loading = false
     if config.control == .key, let keyHash {
       keyHashes[Int(handle.index)] = keyHash
-      for viewer in sessions[handle].viewers {
-        guard let shown = keysToSend[viewer], !keyHash.matches(shown) else { continue }
-        keysToSend[viewer] = nil
-        connections[ConnectionHandle(viewer)].isController = false
-      }
+      demote(handle, unlessHolding: keyHash)
     }
     if let record { adoptClusterRecord(record, handle, now: now) }
     if let since = sinceWhileLoading.removeValue(forKey: handle) {
@@ -415,11 +525,22 @@ public final class Hub {
     if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
   }
 
+  /// Demotes every controller of a session here whose key is not `keyHash`.
+  private func demote(_ handle: SessionHandle, unlessHolding keyHash: KeyHash) {
+    for viewer in sessions[handle].viewers {
+      guard let presented = presentedKeys[viewer], !keyHash.matches(presented) else { continue }
+      demote(viewer)
+    }
+  }
+
   private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
     while !sessions[handle].holdsCommands, var queue = waitingCommands[handle], !queue.isEmpty {
       let next = queue.removeFirst()
       waitingCommands[handle] = queue.isEmpty ? nil : queue
-      dispatch(next, now: now)
+      switch next {
+      case .command(let pending): dispatch(pending, now: now)
+      case .auth(let auth): decide(auth, now: now)
+      }
     }
   }
 

@@ -79,7 +79,9 @@ private func fuzzDecode(_ bytes: [UInt8]) {
       }
     case .adjust(let seconds):
       check(seconds != 0 && SessionRecord.adjustRange.contains(seconds), "adjust \(seconds)")
-    case .cancel, .pause, .resume:
+    case .auth(let key):
+      check(key.unicodeScalars.count <= WireCodec.maxKeyLength, "auth key")
+    case .cancel, .pause, .resume, .rotateKey:
       break
     case .ping(let t):
       checkFrame(WireCodec.pong(t: t, serverTime: 0), "pong")
