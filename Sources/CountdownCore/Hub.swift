@@ -525,6 +525,32 @@ public final class Hub {
     if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
   }
 
+  /// A session's key changed elsewhere (a cluster's change feed, after a
+  /// `rotate_key` on another instance): every controller here that holds
+  /// another key becomes a viewer.
+  public func keyChanged(session id: String, keyHash: KeyHash, now: Int64) {
+    guard config.control == .key, let handle = sessionIndex[id] else { return }
+    rekey(handle, to: keyHash, holder: nil)
+  }
+
+  /// Gives a session a new key. `holder`, the rotation's requester here,
+  /// stays (or, had the change feed come first, becomes again) a controller.
+  private func rekey(
+    _ handle: SessionHandle, to keyHash: KeyHash, holder: (id: ConnectionID, key: String)?
+  ) {
+    keyHashes[Int(handle.index)] = keyHash
+    if let holder {
+      if connections[ConnectionHandle(holder.id)].isController {
+        presentedKeys[holder.id] = keyHash
+        // A snapshot not yet written must show the key that now works.
+        if keysToSend[holder.id] != nil { keysToSend[holder.id] = holder.key }
+      } else {
+        grant(holder.id, key: holder.key)
+      }
+    }
+    demote(handle, unlessHolding: keyHash)
+  }
+
   /// Demotes every controller of a session here whose key is not `keyHash`.
   private func demote(_ handle: SessionHandle, unlessHolding keyHash: KeyHash) {
     for viewer in sessions[handle].viewers {
@@ -587,8 +613,15 @@ public final class Hub {
     switch outcome {
     case .applied(let record):
       transition(pending.session) { $0.adopt(record, now: now) }
+      if case .rotateKey(let keyHash) = pending.command, let key = pending.newKey {
+        let alive =
+          connections.contains(pending.connection)
+          && connections[pending.connection].serial == pending.serial
+        rekey(pending.session, to: keyHash, holder: alive ? (pending.connection.index, key) : nil)
+      }
       stats.countCommand(op, result: "ok")
-      answer = WireCodec.ack(id: pending.id, seq: sessions[pending.session].machine.seq)
+      answer = WireCodec.ack(
+        id: pending.id, seq: sessions[pending.session].machine.seq, key: pending.newKey)
     case .rejected(let code):
       stats.countCommand(op, result: code.rawValue)
       answer = WireCodec.error(CommandError(code, Self.explain(code), id: pending.id))

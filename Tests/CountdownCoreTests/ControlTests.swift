@@ -153,4 +153,158 @@ import Testing
     hub.receive(message(#"{"op":"start","id":3}"#), from: right.id, now: t0 + 6)
     #expect(sequencer.held.count == 1)
   }
+
+  /// `rotate_key` acks with a new key; every other controller becomes a viewer, and only the new key controls.
+  @Test func rotationHandsOutANewKey() throws {
+    let (hub, creator, old) = try keyed()
+    var requester = creator
+    var other = FakeViewer(id: hub.join("s", key: old, now: t0))
+    var viewer = FakeViewer(id: hub.join("s", now: t0))
+    other.read(from: hub, now: t0)
+    viewer.read(from: hub, now: t0)
+    #expect(other.messages.first?["role"] as? String == "controller")
+    hub.receive(message(#"{"op":"rotate_key","id":5}"#), from: requester.id, now: t0 + 1)
+    requester.read(from: hub, now: t0 + 1)
+    other.read(from: hub, now: t0 + 1)
+    viewer.read(from: hub, now: t0 + 1)
+    let ack = try #require(requester.last("ack"))
+    #expect(ack["id"] as? Int == 5)
+    let key = try #require(ack["key"] as? String)
+    #expect(key.count == 32 && key != old)
+    #expect(requester.messages.filter { $0["type"] as? String == "snapshot" }.count == 1)
+    #expect(other.messages.map { $0["type"] as? String } == ["snapshot", "snapshot"])
+    #expect(other.last("snapshot")?["role"] as? String == "viewer")
+    #expect(other.last("snapshot")?["key"] == nil)
+    #expect(viewer.messages.filter { $0["type"] as? String == "snapshot" }.count == 1)
+    #expect(hub.stats.commands["rotate_key"]?["ok"] == 1)
+
+    hub.receive(message(#"{"op":"start","id":6}"#), from: other.id, now: t0 + 2)
+    other.read(from: hub, now: t0 + 2)
+    #expect(other.last("error")?["code"] as? String == "forbidden")
+    var stale = FakeViewer(id: hub.join("s", key: old, now: t0 + 3))
+    var fresh = FakeViewer(id: hub.join("s", key: key, now: t0 + 3))
+    stale.read(from: hub, now: t0 + 3)
+    fresh.read(from: hub, now: t0 + 3)
+    #expect(stale.messages.first?["role"] as? String == "viewer")
+    #expect(fresh.messages.first?["role"] as? String == "controller")
+    hub.receive(message(#"{"op":"auth","key":"\#(old)","id":7}"#), from: other.id, now: t0 + 4)
+    other.read(from: hub, now: t0 + 4)
+    #expect(other.last("error")?["code"] as? String == "forbidden")
+    hub.receive(message(#"{"op":"start","id":8}"#), from: requester.id, now: t0 + 5)
+    requester.read(from: hub, now: t0 + 5)
+    #expect(requester.last("ack")?["id"] as? Int == 8)
+  }
+
+  /// `rotate_key` is a `bad_request` in open mode and `forbidden` from a viewer.
+  @Test func rotationNeedsAController() throws {
+    let open = Hub(config: HubConfig())
+    var anyone = FakeViewer(id: open.join("o", now: t0))
+    open.receive(message(#"{"op":"rotate_key","id":1}"#), from: anyone.id, now: t0)
+    anyone.read(from: open, now: t0)
+    #expect(anyone.last("error")?["code"] as? String == "bad_request")
+    #expect(anyone.last("error")?["id"] as? Int == 1)
+
+    let (hub, _, key) = try keyed()
+    var viewer = FakeViewer(id: hub.join("s", now: t0))
+    hub.receive(message(#"{"op":"rotate_key","id":2}"#), from: viewer.id, now: t0)
+    viewer.read(from: hub, now: t0)
+    #expect(viewer.last("error")?["code"] as? String == "forbidden")
+    var holder = FakeViewer(id: hub.join("s", key: key, now: t0))
+    holder.read(from: hub, now: t0)
+    #expect(holder.messages.first?["role"] as? String == "controller")
+    #expect(hub.stats.commands["rotate_key"]?["forbidden"] == 1)
+  }
+
+  /// A rotation goes through the store like any command: the new hash is saved, and commands behind it run once it is durable.
+  @Test func rotationIsStored() throws {
+    let store = RecordingStore()
+    let (hub, creator, old) = try keyed(sequencer: LocalSequencer(store: store))
+    var requester = creator
+    hub.receive(message(#"{"op":"rotate_key","id":1}"#), from: requester.id, now: t0)
+    hub.receive(message(#"{"op":"start","seconds":30,"id":2}"#), from: requester.id, now: t0)
+    let rotation = try #require(store.saves.last)
+    #expect(store.saves.count == 2)  // the session's creation, then the rotation
+    #expect(rotation.keyHash != KeyHash(of: old))
+    store.complete(hub, now: t0 + 1)
+    requester.read(from: hub, now: t0 + 1)
+    let key = try #require(requester.last("ack")?["key"] as? String)
+    #expect(rotation.keyHash == KeyHash(of: key))
+    // The start waited behind the rotation and carries the new hash to the store.
+    #expect(store.saves.count == 3)
+    #expect(store.saves.last?.keyHash == KeyHash(of: key))
+    store.complete(hub, now: t0 + 2)
+    requester.read(from: hub, now: t0 + 2)
+    #expect(requester.last("ack")?["id"] as? Int == 2)
+    #expect(hub.state(of: "s")?.state.phase == .running)
+  }
+
+  /// A key changed elsewhere demotes every controller here that holds another key, and only those.
+  @Test func keyChangedDemotesOtherKeys() {
+    let hub = Hub(config: HubConfig(control: .key))
+    hub.restore(
+      [StoredSession(id: "s", record: SessionRecord(), keyHash: KeyHash(of: "old"))], now: t0)
+    var a = FakeViewer(id: hub.join("s", key: "old", now: t0))
+    var viewer = FakeViewer(id: hub.join("s", now: t0))
+    a.read(from: hub, now: t0)
+    viewer.read(from: hub, now: t0)
+    hub.keyChanged(session: "s", keyHash: KeyHash(of: "new"), now: t0 + 1)
+    hub.keyChanged(session: "absent", keyHash: KeyHash(of: "new"), now: t0 + 1)
+    var b = FakeViewer(id: hub.join("s", key: "new", now: t0 + 1))
+    a.read(from: hub, now: t0 + 1)
+    viewer.read(from: hub, now: t0 + 1)
+    b.read(from: hub, now: t0 + 1)
+    #expect(a.messages.compactMap { $0["role"] as? String } == ["controller", "viewer"])
+    #expect(viewer.messages.filter { $0["type"] as? String == "snapshot" }.count == 1)
+    #expect(b.messages.first?["role"] as? String == "controller")
+    hub.keyChanged(session: "s", keyHash: KeyHash(of: "new"), now: t0 + 2)
+    b.read(from: hub, now: t0 + 2)
+    #expect(b.messages.filter { $0["type"] as? String == "snapshot" }.count == 1)
+    hub.receive(message(#"{"op":"start","id":1}"#), from: a.id, now: t0 + 3)
+    hub.receive(message(#"{"op":"start","id":2}"#), from: b.id, now: t0 + 3)
+    a.read(from: hub, now: t0 + 3)
+    b.read(from: hub, now: t0 + 3)
+    #expect(a.last("error")?["code"] as? String == "forbidden")
+    #expect(b.last("ack")?["id"] as? Int == 2)
+  }
+
+  /// The requester stays the controller even when the change feed reports its rotation before the sequencer does.
+  @Test func requesterKeepsControlWhenTheFeedComesFirst() throws {
+    let sequencer = HeldSequencer()
+    let (hub, creator, _) = try keyed(sequencer: sequencer)
+    var requester = creator
+    hub.receive(message(#"{"op":"rotate_key","id":1}"#), from: requester.id, now: t0)
+    guard case .rotateKey(let hash)? = sequencer.held.first?.command else {
+      Issue.record("no rotation held: \(sequencer.held)")
+      return
+    }
+    hub.keyChanged(session: "s", keyHash: hash, now: t0 + 1)
+    requester.read(from: hub, now: t0 + 1)
+    #expect(requester.last("snapshot")?["role"] as? String == "viewer")
+    sequencer.release(hub, now: t0 + 2)
+    requester.read(from: hub, now: t0 + 2)
+    let key = try #require(requester.last("ack")?["key"] as? String)
+    #expect(KeyHash(of: key) == hash)
+    #expect(requester.last("snapshot")?["role"] as? String == "controller")
+    #expect(requester.last("snapshot")?["key"] as? String == key)
+    hub.receive(message(#"{"op":"pause","id":2}"#), from: requester.id, now: t0 + 3)
+    #expect(sequencer.held.count == 1)
+  }
+}
+
+/// A store that keeps every write and completes a ticketed one only when the test says.
+final class RecordingStore: SessionStore {
+  var saves: [(session: String, record: SessionRecord, keyHash: KeyHash?, ticket: Ticket?)] = []
+  private var unfinished: [(Ticket, SessionRecord)] = []
+
+  func write(_ write: StoreWrite) {
+    guard case .save(let session, let record, let keyHash, let ticket) = write else { return }
+    saves.append((session, record, keyHash, ticket))
+    if let ticket { unfinished.append((ticket, record)) }
+  }
+
+  /// Makes the oldest ticketed write durable.
+  func complete(_ hub: Hub, now: Int64) {
+    let (ticket, record) = unfinished.removeFirst()
+    hub.complete(ticket, .applied(record), now: now)
+  }
 }
