@@ -152,6 +152,11 @@ public final class Hub {
   /// each presented, so that a command is authorised against the session's
   /// key when it is sent on, not only when it arrives.
   var presentedKeys: [ConnectionID: KeyHash] = [:]
+  /// By connection: the key a joiner presented when it created, here, a
+  /// session still loading (a cluster). It holds the key it was made, in
+  /// case the session is new everywhere, and this one, in case the session
+  /// already had it: `loaded` keeps whichever is the session's.
+  var keysOfferedWhileLoading: [ConnectionID: String] = [:]
   /// By session handle, for sessions with a lagging viewer.
   var mergedFrames: [SessionHandle: MergedFrame] = [:]
   var sessionIndex: [String: SessionHandle] = [:]
@@ -285,6 +290,7 @@ public final class Hub {
       keysToSend[id] = shownKey
       presentedKeys[id] = KeyHash(of: shownKey)
     }
+    if createdKey != nil, sessions[handle].loading, let key { keysOfferedWhileLoading[id] = key }
     sessions[handle].viewers.append(id)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
@@ -297,6 +303,7 @@ public final class Hub {
     guard let closing = connections.remove(ConnectionHandle(id)) else { return }
     keysToSend[id] = nil
     presentedKeys[id] = nil
+    keysOfferedWhileLoading[id] = nil
     let handle = closing.session
     let moved = sessions[handle].viewers.removeLast()
     if moved != id {
@@ -485,6 +492,13 @@ public final class Hub {
     sessions[handle].loading = false
     if config.control == .key, let keyHash {
       keyHashes[Int(handle.index)] = keyHash
+      for viewer in sessions[handle].viewers {
+        if let offered = keysOfferedWhileLoading.removeValue(forKey: viewer),
+          keyHash.matches(offered)
+        {
+          grant(viewer, key: offered)
+        }
+      }
       demote(handle, unlessHolding: keyHash)
     }
     if let record { adoptClusterRecord(record, handle, now: now) }
@@ -589,12 +603,22 @@ public final class Hub {
     let ticket = Ticket(nextTicket)
     nextTicket += 1
     let session = sessions[pending.session]
-    // Until connections keep the hash of the key they presented, a
-    // controller is taken to hold the session's own key.
     let sessionKey = keyHash(of: pending.session)
+    // Authorised again now, not only on arrival: since then the key may have
+    // been rotated, or a cluster found the session's key to be another.
+    let presented =
+      connections.contains(pending.connection)
+        && connections[pending.connection].serial == pending.serial
+      ? presentedKeys[pending.connection.index] : pending.presented
+    if config.control == .key {
+      guard let presented, sessionKey?.matches(presented) == true else {
+        finish(pending, .rejected(.forbidden), now: now)
+        return
+      }
+    }
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
-      current: session.machine.record, keyHash: sessionKey, presentedKeyHash: sessionKey,
+      current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
       now: now)
     switch sequencer.sequence(request) {
     case .done(let outcome):

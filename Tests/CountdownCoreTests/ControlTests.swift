@@ -289,6 +289,95 @@ import Testing
     hub.receive(message(#"{"op":"pause","id":2}"#), from: requester.id, now: t0 + 3)
     #expect(sequencer.held.count == 1)
   }
+
+  /// Key mode, a cluster: a pause pipelined by a joiner while the session loads, then `loaded` with another key: `forbidden`, never sequenced.
+  @Test func pauseBeforeLoadedWithAnotherKeyIsForbidden() {
+    let sequencer = HeldSequencer()
+    sequencer.load = .loading
+    let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+    var joiner = FakeViewer(id: hub.join("s", key: "guess", now: t0))
+    var authed = FakeViewer(id: hub.join("s", now: t0))
+    hub.receive(message(#"{"op":"pause","id":1}"#), from: joiner.id, now: t0)
+    hub.receive(message(#"{"op":"auth","key":"guess","id":2}"#), from: authed.id, now: t0)
+    hub.receive(message(#"{"op":"cancel","id":3}"#), from: authed.id, now: t0)
+    guard
+      case .success(let running) = SessionRecord().applying(
+        .start(.seconds(60), finishedLabel: nil), at: t0 - 1000)
+    else { return }
+    hub.loaded(session: "s", record: running, keyHash: KeyHash(of: "host"), now: t0 + 5)
+    joiner.read(from: hub, now: t0 + 5)
+    authed.read(from: hub, now: t0 + 5)
+    #expect(sequencer.held.isEmpty)
+    #expect(joiner.messages.first?["role"] as? String == "viewer")
+    #expect(joiner.last("error")?["id"] as? Int == 1)
+    #expect(joiner.last("error")?["code"] as? String == "forbidden")
+    let errors = authed.messages.filter { $0["type"] as? String == "error" }
+    #expect(errors.map { $0["id"] as? Int } == [2, 3])
+    #expect(errors.map { $0["code"] as? String } == ["forbidden", "forbidden"])
+    #expect(hub.state(of: "s")?.state.phase == .running)
+    #expect(hub.stats.commands["pause"]?["forbidden"] == 1)
+  }
+
+  /// The same pipelined pause with the session's own key goes on, carrying the hash of the key presented.
+  @Test func pauseBeforeLoadedWithTheKeyGoesOn() {
+    let sequencer = HeldSequencer()
+    sequencer.load = .loading
+    let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+    var host = FakeViewer(id: hub.join("s", key: "host", now: t0))
+    hub.receive(message(#"{"op":"pause","id":1}"#), from: host.id, now: t0)
+    hub.loaded(session: "s", record: nil, keyHash: KeyHash(of: "host"), now: t0 + 5)
+    #expect(sequencer.held.count == 1)
+    #expect(sequencer.held.first?.presentedKeyHash == KeyHash(of: "host"))
+    #expect(sequencer.held.first?.keyHash == KeyHash(of: "host"))
+    host.read(from: hub, now: t0 + 5)
+    #expect(host.messages.first?["role"] as? String == "controller")
+    #expect(host.messages.first?["key"] as? String == "host")
+  }
+
+  /// A joiner that creates a loading session here with a key keeps control whichever key the session turns out to have: the one it was made, or its own.
+  @Test func creatorWithAKeyKeepsControlEitherWay() throws {
+    for sessionIsNew in [true, false] {
+      let sequencer = HeldSequencer()
+      sequencer.load = .loading
+      let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+      var host = FakeViewer(id: hub.join("s", key: "host", now: t0))
+      let made = try #require(sequencer.created.first?.1)
+      #expect(made != KeyHash(of: "host"))
+      let keyHash = sessionIsNew ? made : KeyHash(of: "host")
+      hub.loaded(session: "s", record: nil, keyHash: keyHash, now: t0 + 5)
+      host.read(from: hub, now: t0 + 5)
+      #expect(host.messages.count == 1)
+      #expect(host.messages.first?["role"] as? String == "controller")
+      let shown = try #require(host.messages.first?["key"] as? String)
+      #expect(KeyHash(of: shown) == keyHash)
+      hub.receive(message(#"{"op":"start","id":1}"#), from: host.id, now: t0 + 6)
+      #expect(sequencer.held.first?.presentedKeyHash == keyHash)
+    }
+  }
+
+  /// A command queued behind a rotation from a controller holding the old key is `forbidden`; one from a controller that left, holding the current key, still runs.
+  @Test func commandsBehindARotationAreCheckedWhenSentOn() throws {
+    let sequencer = HeldSequencer()
+    let (hub, creator, old) = try keyed(sequencer: sequencer)
+    var other = FakeViewer(id: hub.join("s", key: old, now: t0))
+    let leaver = hub.join("s", key: old, now: t0)
+    hub.receive(message(#"{"op":"start","seconds":60,"id":1}"#), from: creator.id, now: t0)
+    hub.receive(message(#"{"op":"adjust","seconds":5,"id":2}"#), from: leaver, now: t0)
+    hub.disconnect(leaver, now: t0)
+    hub.receive(message(#"{"op":"rotate_key","id":3}"#), from: creator.id, now: t0)
+    hub.receive(message(#"{"op":"pause","id":4}"#), from: other.id, now: t0)
+    sequencer.release(hub, now: t0 + 1)  // the start
+    #expect(sequencer.held.first?.command == .adjust(seconds: 5))
+    #expect(sequencer.held.first?.presentedKeyHash == KeyHash(of: old))
+    sequencer.release(hub, now: t0 + 2)  // the adjust
+    sequencer.release(hub, now: t0 + 3)  // the rotation
+    other.read(from: hub, now: t0 + 3)
+    #expect(sequencer.held.isEmpty)
+    #expect(other.last("error")?["id"] as? Int == 4)
+    #expect(other.last("error")?["code"] as? String == "forbidden")
+    #expect(hub.record(of: "s")?.phase == .running)
+    #expect(hub.record(of: "s")?.duration == 65)
+  }
 }
 
 /// A store that keeps every write and completes a ticketed one only when the test says.
