@@ -102,6 +102,10 @@ public final class Hub {
     var presented: KeyHash?
     /// A `rotate_key`'s new key, for its ack.
     var newKey: String?
+    /// The client address of the connection, which a start counts against.
+    var address: AddressTable.Index
+    /// A start holds a place in its address's count from dispatch to completion.
+    var holdsAddressPlace = false
   }
 
   /// An `auth` whose session is still loading: decided once its key is known.
@@ -125,8 +129,10 @@ public final class Hub {
     MemoryLayout<Connection>.stride + MemoryLayout<Bool>.stride
     + MemoryLayout<ConnectionID>.stride
 
-  /// Acks and errors a connection may have waiting; past this, replies are dropped.
-  public static let maxPendingReplies = 64
+  /// Bytes of acks, errors and pongs a connection may have waiting; past
+  /// this, replies are dropped. Counted in bytes, since an error can be a
+  /// hundred times the size of an ack.
+  public static let maxPendingReplyBytes = 16 * 1024
   /// Commands that may wait behind one in flight on a session; past this, `busy`.
   public static let maxWaitingCommands = 64
 
@@ -157,6 +163,14 @@ public final class Hub {
   /// case the session is new everywhere, and this one, in case the session
   /// already had it: `loaded` keeps whichever is the session's.
   var keysOfferedWhileLoading: [ConnectionID: String] = [:]
+  /// Client addresses, and by connection slot the index of each one's.
+  var addresses = AddressTable()
+  var connectionAddresses: [AddressTable.Index] = []
+  /// By session handle, for running or paused sessions started here: the
+  /// address it counts against.
+  var startedFrom: [SessionHandle: AddressTable.Index] = [:]
+  /// Bytes of replies waiting, for connections with any.
+  var pendingReplyBytes: [ConnectionID: Int] = [:]
   /// By session handle, for sessions with a lagging viewer.
   var mergedFrames: [SessionHandle: MergedFrame] = [:]
   var sessionIndex: [String: SessionHandle] = [:]
@@ -233,9 +247,10 @@ public final class Hub {
   /// A viewer opened `/ws/<session>`; the session is created on first join.
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
   /// the client presented, if any; `since` the last seq it saw (on this
-  /// instance or another): its snapshot's seq is not lower.
+  /// instance or another): its snapshot's seq is not lower. `peer` is the
+  /// client's address, which the sessions it starts count against.
   public func connect(
-    session id: String, key: String? = nil, since: UInt64? = nil, now: Int64
+    session id: String, key: String? = nil, since: UInt64? = nil, peer: String, now: Int64
   ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
@@ -291,6 +306,11 @@ public final class Hub {
       presentedKeys[id] = KeyHash(of: shownKey)
     }
     if createdKey != nil, sessions[handle].loading, let key { keysOfferedWhileLoading[id] = key }
+    if Int(id) >= connectionAddresses.count {
+      connectionAddresses.append(
+        contentsOf: repeatElement(0, count: Int(id) - connectionAddresses.count + 1))
+    }
+    connectionAddresses[Int(id)] = addresses.hold(peer)
     sessions[handle].viewers.append(id)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
@@ -304,6 +324,8 @@ public final class Hub {
     keysToSend[id] = nil
     presentedKeys[id] = nil
     keysOfferedWhileLoading[id] = nil
+    pendingReplyBytes[id] = nil
+    addresses.release(connectionAddresses[Int(id)])
     let handle = closing.session
     let moved = sessions[handle].viewers.removeLast()
     if moved != id {
@@ -379,19 +401,22 @@ public final class Hub {
         PendingCommand(
           session: connections[handle].session, connection: handle,
           serial: connections[handle].serial, id: commandID, command: .rotateKey(KeyHash(of: key)),
-          presented: presentedKeys[id], newKey: key), now: now)
+          presented: presentedKeys[id], newKey: key, address: connectionAddresses[Int(id)]),
+        now: now)
     case .command(let command, let commandID):
       submit(
         PendingCommand(
           session: connections[handle].session, connection: handle,
           serial: connections[handle].serial, id: commandID, command: command,
-          presented: presentedKeys[id]), now: now)
+          presented: presentedKeys[id], address: connectionAddresses[Int(id)]), now: now)
     }
     return .handled
   }
 
-  /// Sends a command on, or queues it behind the one in flight.
+  /// Sends a command on, or queues it behind the one in flight. Until it is
+  /// finished, it holds its address, which may outlive its connection.
   private func submit(_ pending: PendingCommand, now: Int64) {
+    addresses.retain(pending.address)
     guard sessions[pending.session].holdsCommands else {
       dispatch(pending, now: now)
       return
@@ -600,6 +625,7 @@ public final class Hub {
   // MARK: The command path
 
   private func dispatch(_ pending: PendingCommand, now: Int64) {
+    var pending = pending
     let ticket = Ticket(nextTicket)
     nextTicket += 1
     let session = sessions[pending.session]
@@ -616,6 +642,19 @@ public final class Hub {
         return
       }
     }
+    // A start that may begin a run holds a place in its address's count
+    // until it completes, so starts in flight cannot overshoot the cap.
+    if case .start = pending.command, !session.machine.phase.holdsAddressPlace {
+      guard addresses.sessions(of: pending.address) < config.maxSessionsPerAddress else {
+        finish(
+          pending, .rejected(.tooManySessions),
+          message:
+            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now)
+        return
+      }
+      addresses.addSession(pending.address)
+      pending.holdsAddressPlace = true
+    }
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
@@ -631,12 +670,22 @@ public final class Hub {
   }
 
   /// Applies a sequenced command's outcome: the patch first, then the reply.
-  private func finish(_ pending: PendingCommand, _ outcome: SequenceOutcome, now: Int64) {
+  private func finish(
+    _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
+  ) {
     let op = pending.command.op
     let answer: [UInt8]
+    var placeKept = false
     switch outcome {
     case .applied(let record):
       transition(pending.session) { $0.adopt(record, now: now) }
+      // The place a start held becomes its run's, if a run began.
+      if pending.holdsAddressPlace, sessions[pending.session].machine.phase.holdsAddressPlace,
+        startedFrom[pending.session] == nil
+      {
+        startedFrom[pending.session] = pending.address
+        placeKept = true
+      }
       if case .rotateKey(let keyHash) = pending.command, let key = pending.newKey {
         let alive =
           connections.contains(pending.connection)
@@ -648,11 +697,13 @@ public final class Hub {
         id: pending.id, seq: sessions[pending.session].machine.seq, key: pending.newKey)
     case .rejected(let code):
       stats.countCommand(op, result: code.rawValue)
-      answer = WireCodec.error(CommandError(code, Self.explain(code), id: pending.id))
+      answer = WireCodec.error(CommandError(code, message ?? Self.explain(code), id: pending.id))
     case .unavailable(let message):
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
     }
+    if pending.holdsAddressPlace && !placeKept { addresses.removeSession(pending.address) }
+    addresses.release(pending.address)
     // The commanding connection may have gone, and its slot been reused.
     guard connections.contains(pending.connection),
       connections[pending.connection].serial == pending.serial
@@ -686,10 +737,27 @@ public final class Hub {
   }
 
   func reply(_ reply: Reply, to id: ConnectionID) {
-    let handle = ConnectionHandle(id)
-    guard connections[handle].replies.count < Self.maxPendingReplies else { return }
-    connections[handle].replies.append(reply)
+    let queued = pendingReplyBytes[id] ?? 0
+    guard queued + reply.byteCount <= Self.maxPendingReplyBytes else {
+      stats.repliesDropped += 1
+      return
+    }
+    pendingReplyBytes[id] = queued + reply.byteCount
+    connections[ConnectionHandle(id)].replies.append(reply)
     dirtyConnections.append(id)
+  }
+
+  /// The oldest reply waiting for a connection that has one.
+  func takeReply(_ slot: ConnectionHandle) -> Reply {
+    let reply = connections[slot].replies.removeFirst()
+    if connections[slot].replies.isEmpty {
+      // A burst's buffer goes with it: most viewers never have a reply waiting.
+      connections[slot].replies = []
+      pendingReplyBytes[slot.index] = nil
+    } else {
+      pendingReplyBytes[slot.index, default: 0] -= reply.byteCount
+    }
+    return reply
   }
 
   /// Runs one event on a session's machine, keeps the phase counts true, and
@@ -703,6 +771,7 @@ public final class Hub {
     if before != after {
       stats.sessionsByPhase[before.index] -= 1
       stats.sessionsByPhase[after.index] += 1
+      if !after.holdsAddressPlace { releaseAddressPlace(handle) }
     }
     switch action {
     case .broadcast(let patch, let next):
@@ -742,9 +811,15 @@ public final class Hub {
     return handle
   }
 
+  /// A session no longer running or paused stops counting against the address that started it.
+  private func releaseAddressPlace(_ handle: SessionHandle) {
+    if let address = startedFrom.removeValue(forKey: handle) { addresses.removeSession(address) }
+  }
+
   private func forget(_ handle: SessionHandle) -> Bool {
     let session = sessions[handle]
     guard session.viewers.isEmpty, !session.holdsCommands else { return false }
+    releaseAddressPlace(handle)
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)
@@ -761,7 +836,21 @@ public final class Hub {
   }
 }
 
+extension Hub.Reply {
+  /// What the reply costs its connection's budget: a pong is at most its
+  /// `t` plus the frame around it.
+  var byteCount: Int {
+    switch self {
+    case .frame(let bytes): bytes.count
+    case .pong(let t): t.utf8.count + 48
+    }
+  }
+}
+
 extension Phase {
+  /// A run (running or paused) counts against the address that started it.
+  var holdsAddressPlace: Bool { self == .running || self == .paused }
+
   /// Position in `Phase.allCases`, for per-phase counters.
   var index: Int {
     switch self {

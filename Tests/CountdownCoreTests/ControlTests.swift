@@ -397,3 +397,128 @@ final class RecordingStore: SessionStore {
     hub.complete(ticket, .applied(record), now: now)
   }
 }
+
+/// What one client address may cost: running sessions, and replies waiting on a connection.
+@Suite struct AddressLimitTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  func message(_ json: String) -> [UInt8] { Array(json.utf8) }
+
+  /// Joins `session` from `peer` and sends a start: the reply's type and code.
+  func start(
+    _ hub: Hub, _ session: String, from peer: String, seconds: Int = 60, now: Int64
+  ) -> (ConnectionID, String?) {
+    var viewer = FakeViewer(id: hub.join(session, peer: peer, now: now))
+    hub.receive(message(#"{"op":"start","seconds":\#(seconds),"id":1}"#), from: viewer.id, now: now)
+    viewer.read(from: hub, now: now)
+    let answer = viewer.messages.last { $0["id"] as? Int == 1 }
+    return (viewer.id, answer?["code"] as? String ?? answer?["type"] as? String)
+  }
+
+  /// Past its cap an address's start is `too_many_sessions`; another address is unaffected; a cancel, a finish or a forget frees a place.
+  @Test func runningSessionsPerAddressAreCapped() {
+    let hub = Hub(config: HubConfig(maxSessionsPerAddress: 3))
+    let a = "198.51.100.7"
+    var started: [ConnectionID] = []
+    for index in 0..<3 {
+      let (id, answer) = start(hub, "a\(index)", from: a, seconds: 10 + index, now: t0)
+      #expect(answer == "ack")
+      started.append(id)
+    }
+    #expect(start(hub, "a3", from: a, now: t0).1 == "too_many_sessions")
+    #expect(hub.state(of: "a3")?.state.phase == .idle)
+    #expect(start(hub, "b0", from: "2001:db8::1", now: t0).1 == "ack")
+    // A paused run still counts; a cancelled one does not.
+    hub.receive(message(#"{"op":"pause"}"#), from: started[2], now: t0 + 1)
+    #expect(start(hub, "a4", from: a, now: t0 + 1).1 == "too_many_sessions")
+    hub.receive(message(#"{"op":"cancel"}"#), from: started[1], now: t0 + 2)
+    #expect(start(hub, "a5", from: a, now: t0 + 2).1 == "ack")
+    #expect(start(hub, "a6", from: a, now: t0 + 2).1 == "too_many_sessions")
+    // The 10 s run finishes: a place again.
+    run(hub, until: t0 + 10_000)
+    #expect(hub.state(of: "a0")?.state.phase == .finished)
+    #expect(start(hub, "a7", from: a, now: t0 + 10_000).1 == "ack")
+    #expect(hub.stats.commands["start"]?["too_many_sessions"] == 3)
+  }
+
+  /// A paused session forgotten after its expiry frees its place, and an address nobody holds any more is gone from the table.
+  @Test func forgottenSessionsFreeTheirPlace() {
+    let hub = Hub(
+      config: HubConfig(session: SessionConfig(pausedExpiryMs: 5000), maxSessionsPerAddress: 1))
+    let (id, answer) = start(hub, "p", from: "198.51.100.8", now: t0)
+    #expect(answer == "ack")
+    hub.receive(message(#"{"op":"pause"}"#), from: id, now: t0 + 1)
+    hub.disconnect(id, now: t0 + 1)
+    #expect(hub.addresses.count == 1)
+    let (refused, code) = start(hub, "q", from: "198.51.100.8", now: t0 + 2)
+    #expect(code == "too_many_sessions")
+    hub.disconnect(refused, now: t0 + 2)
+    run(hub, until: t0 + 1 + 5000)
+    #expect(hub.state(of: "p") == nil)
+    #expect(hub.addresses.count == 0)
+    #expect(start(hub, "r", from: "198.51.100.8", now: t0 + 6000).1 == "ack")
+  }
+
+  /// Advances the hub through every wake-up up to `end`.
+  func run(_ hub: Hub, until end: Int64) {
+    while let due = hub.nextWakeup, due <= end { hub.advance(now: due) }
+  }
+
+  /// Starts still with the sequencer count too, so a burst of starts cannot overshoot the cap; a failed one frees its place.
+  @Test func startsInFlightCount() {
+    let sequencer = HeldSequencer()
+    let hub = Hub(config: HubConfig(maxSessionsPerAddress: 2), sequencer: sequencer)
+    var viewers = (0..<3).map { FakeViewer(id: hub.join("s\($0)", peer: "198.51.100.9", now: t0)) }
+    for viewer in viewers {
+      hub.receive(message(#"{"op":"start","id":1}"#), from: viewer.id, now: t0)
+    }
+    #expect(sequencer.held.count == 2)
+    viewers[2].read(from: hub, now: t0)
+    #expect(viewers[2].last("error")?["code"] as? String == "too_many_sessions")
+    let first = sequencer.held.removeFirst()
+    hub.complete(first.ticket, .unavailable("disk full"), now: t0 + 1)
+    // The one that left still holds its address's place while its start is held.
+    hub.disconnect(viewers[1].id, now: t0 + 1)
+    hub.receive(message(#"{"op":"start","id":2}"#), from: viewers[2].id, now: t0 + 2)
+    #expect(sequencer.held.count == 2)
+    hub.receive(message(#"{"op":"start","id":3}"#), from: viewers[0].id, now: t0 + 3)
+    viewers[0].read(from: hub, now: t0 + 3)
+    #expect(viewers[0].last("error")?["code"] as? String == "too_many_sessions")
+    sequencer.release(hub, now: t0 + 4)
+    sequencer.release(hub, now: t0 + 4)
+    #expect(hub.state(of: "s1")?.state.phase == .running)
+    #expect(hub.state(of: "s2")?.state.phase == .running)
+    #expect(hub.addresses.sessions(of: hub.connectionAddresses[Int(viewers[0].id)]) == 2)
+  }
+
+  /// A connection that sends but never reads has at most 16 KiB of replies waiting; the rest are dropped and counted.
+  @Test func repliesWaitingAreCappedInBytes() {
+    let hub = Hub(config: HubConfig(commandsPerSecond: 1000))
+    var reader = FakeViewer(id: hub.join("s", now: t0))
+    let silent = hub.join("s", now: t0)
+    let long = String(repeating: "x", count: 4000)
+    for index in 0..<400 {
+      let body = index % 2 == 0 ? #"{"op":"\#(long)","id":\#(index)}"# : #"{"op":"cancel"}"#
+      hub.receive(message(body), from: silent, now: t0)
+    }
+    var bytes = 0
+    var replies = 0
+    while let frame = hub.nextFrame(for: silent, now: t0) {
+      if frame.starts(with: Array(#"{"type":"error""#.utf8)) {
+        bytes += frame.count
+        replies += 1
+      }
+    }
+    #expect(bytes <= Hub.maxPendingReplyBytes)
+    #expect(bytes > Hub.maxPendingReplyBytes / 2)
+    #expect(hub.stats.repliesDropped == UInt64(400 - replies))
+    #expect(hub.pendingReplyBytes[silent] == nil)
+    // Once read, the connection is answered again, and others never were limited.
+    hub.receive(message(#"{"op":"pause","id":"after"}"#), from: silent, now: t0 + 1)
+    #expect(hub.nextFrame(for: silent, now: t0 + 1).map { String(decoding: $0, as: UTF8.self) }?
+      .contains(#""id":"after""#) == true)
+    hub.receive(message(#"{"op":"pause","id":"r"}"#), from: reader.id, now: t0 + 1)
+    reader.read(from: hub, now: t0 + 1)
+    #expect(reader.last("error")?["id"] as? String == "r")
+  }
+}
