@@ -837,12 +837,13 @@ public final class Hub {
 }
 
 extension Hub.Reply {
-  /// What the reply costs its connection's budget: a pong is at most its
-  /// `t` plus the frame around it.
+  /// What the reply costs its connection's budget: the memory it holds (an
+  /// array's buffer and header, its slot in the queue), or for a pong, the
+  /// frame it will be.
   var byteCount: Int {
     switch self {
-    case .frame(let bytes): bytes.count
-    case .pong(let t): t.utf8.count + 48
+    case .frame(let bytes): bytes.capacity + 64
+    case .pong(let t): t.utf8.count + 64
     }
   }
 }

@@ -250,7 +250,10 @@ public enum WireCodec {
   }
 
   public static func error(_ error: CommandError) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 96)
+    // Sized to fit, not grown by doubling: a long message may wait in a
+    // connection's replies, which are budgeted by what they hold.
+    var writer = JSONWriter(
+      reservingCapacity: 64 + (error.id?.json.count ?? 4) + error.message.utf8.count)
     writer.raw("{\"type\":\"error\",\"id\":")
     writeID(error.id, to: &writer)
     writer.raw(",\"code\":")
