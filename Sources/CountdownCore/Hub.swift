@@ -200,7 +200,9 @@ public final class Hub {
     self.config = config
     self.epoch = epoch
     self.sequencer = sequencer
-    self.sessionConfig = SessionConfig.Shared(config.session)
+    var session = config.session
+    session.keepsControl = config.control == .key
+    self.sessionConfig = SessionConfig.Shared(session)
     sessions = Slab(
       vacant: Session(id: "", machine: SessionStateMachine(config: sessionConfig, now: 0)))
   }
