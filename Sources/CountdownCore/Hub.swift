@@ -651,7 +651,8 @@ public final class Hub {
         finish(
           pending, .rejected(.tooManySessions),
           message:
-            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now)
+            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now
+        )
         return
       }
       addresses.addSession(pending.address)

@@ -47,7 +47,8 @@ extension CountdownServer {
     let peerID = peerCounts.add(peer)
     network.accepted += 1
     switch hub.connect(
-      session: session, key: key, since: since, peer: peer, now: clock.nowMilliseconds()) {
+      session: session, key: key, since: since, peer: peer, now: clock.nowMilliseconds())
+    {
     case .refused(let code):
       network.refuse(.sessionCap)
       Logger.shared.info(

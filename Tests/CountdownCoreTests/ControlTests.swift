@@ -515,8 +515,9 @@ final class RecordingStore: SessionStore {
     #expect(hub.pendingReplyBytes[silent] == nil)
     // Once read, the connection is answered again, and others never were limited.
     hub.receive(message(#"{"op":"pause","id":"after"}"#), from: silent, now: t0 + 1)
-    #expect(hub.nextFrame(for: silent, now: t0 + 1).map { String(decoding: $0, as: UTF8.self) }?
-      .contains(#""id":"after""#) == true)
+    #expect(
+      hub.nextFrame(for: silent, now: t0 + 1).map { String(decoding: $0, as: UTF8.self) }?
+        .contains(#""id":"after""#) == true)
     hub.receive(message(#"{"op":"pause","id":"r"}"#), from: reader.id, now: t0 + 1)
     reader.read(from: hub, now: t0 + 1)
     #expect(reader.last("error")?["id"] as? String == "r")

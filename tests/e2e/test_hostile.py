@@ -42,6 +42,7 @@ from cdclient import (
     run_async,
     settle,
 )
+from opskit import rss_kb
 from rawws import OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, RawWS, apply_mask, encode_frame
 from serverproc import REPO_ROOT, start_server
 
@@ -67,14 +68,6 @@ def sid() -> str:
 
 
 # -- /proc ------------------------------------------------------------------------------------
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 

@@ -14,21 +14,13 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 
 from cdclient import SUBPROTOCOL, Client, run_async
-from opskit import scrape, value
+from opskit import rss_kb, scrape, value
 from rawws import RawWS
 from serverproc import start_server
 
 
 def sid() -> str:
     return "c" + uuid.uuid4().hex
-
-
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 async def connect_from(source: str, url: str, host: str, port: int):
