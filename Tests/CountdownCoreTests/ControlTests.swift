@@ -592,4 +592,29 @@ final class RecordingStore: SessionStore {
       #expect((hub.state(of: "paused") != nil) == (control == .key), "\(control)")
     }
   }
+
+  /// Key mode: since a keyed session is kept a day, the sessions one address creates are capped too; joining existing ones is not.
+  @Test func sessionsCreatedPerAddressAreCapped() {
+    let hub = Hub(config: HubConfig(maxSessionsPerAddress: 2, control: .key))
+    let a = "198.51.100.10"
+    for session in ["a0", "a1"] {
+      hub.disconnect(hub.join(session, peer: a, now: t0), now: t0)
+    }
+    #expect(hub.connect(session: "a2", peer: a, now: t0) == .refused(.tooManySessions))
+    #expect(hub.state(of: "a2") == nil)
+    let other = hub.join("b0", peer: "198.51.100.11", now: t0)
+    let joiner = hub.join("a0", peer: a, now: t0)
+    #expect(other >= 0 && joiner >= 0)
+    hub.disconnect(joiner, now: t0)
+    run(hub, until: t0 + day)
+    #expect(hub.state(of: "a0") == nil)
+    #expect(hub.join("a2", peer: a, now: t0 + day) >= 0)
+
+    let open = Hub(config: HubConfig(maxSessionsPerAddress: 1))
+    for session in ["o0", "o1", "o2"] {
+      open.disconnect(open.join(session, peer: a, now: t0), now: t0)
+    }
+    #expect(open.sessionCount == 3)
+  }
 }
+
