@@ -339,7 +339,7 @@ async def _run_storm(srv, countdown: int, pump_seconds: float, slow_readers: int
     sampler = asyncio.create_task(sample())
     await hot.pump(pump_seconds, HOT_RATE)
     # Every command makes one patch. (Acks are not counted: a pipelining client may have
-    # more than the 64 replies the server queues per connection, and the rest are dropped.)
+    # more than the 16 KiB of replies the server queues per connection, and the rest are dropped.)
     await until(lambda: hot.seq >= pre_seq + hot.sent, 15, "the hot session to publish every command")
     sampler.cancel()
     samples.append(rss_kb(pid))
