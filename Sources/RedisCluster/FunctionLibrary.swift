@@ -14,6 +14,9 @@ public enum FunctionLibrary {
     -- FunctionLibrary.source, and a test fails when the two differ.
     --
     -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter.
+    -- In key mode the session hash holds its controller key's hash, and every
+    -- command presents the hash of the key its connection holds: a mismatch is
+    -- refused here too, so one instance's bug cannot command a keyed session.
 
     local SECONDS_MIN, SECONDS_MAX = 1, 86400
     local ADJUST_MIN, ADJUST_MAX = -86400, 86400
@@ -72,6 +75,11 @@ public enum FunctionLibrary {
       }, ' ')
       if r.label then line = line .. ' ' .. r.label end
       return line
+    end
+
+    -- A key hash as the session hash stores it: 64 lower-case hex digits.
+    local function is_key_hash(text)
+      return type(text) == 'string' and #text == 64 and text:find('^[0-9a-f]+$') ~= nil
     end
 
     -- SessionRecord.applying: nil on success (r is changed), else the error code.
@@ -136,6 +144,9 @@ public enum FunctionLibrary {
         else
           r.remainingMs = left
         end
+      elseif op == 'rotate_key' then
+        if not is_key_hash(a) then return 'bad_request' end
+        r.key = a
       else
         return 'bad_request'
       end
@@ -174,8 +185,12 @@ public enum FunctionLibrary {
     -- ARGV: epoch, channel, session, op, a, b, finished label ('' for none),
     -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
     -- label): the base when Redis has lost the session's hash; last, optional,
-    -- the latest Redis time (ms) at which the caller still waits for the answer.
+    -- the latest Redis time (ms) at which the caller still waits for the answer
+    -- ('' for none); then the hash of the key the commanding connection holds
+    -- ('' in open mode).
     -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
+    -- A rotation also publishes `key <session> <revision> <hash>` first, so every
+    -- instance stops taking the old key.
     local function command(keys, args)
       local epoch, channel, session, op = args[1], args[2], args[3], args[4]
       local at = now_ms()
@@ -184,19 +199,29 @@ public enum FunctionLibrary {
       if args[14] and args[14] ~= '' and at > tonumber(args[14]) then return {'expired'} end
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
+      local presented = args[15] or ''
       local r = read(keys[1])
+      local had = r ~= nil
       if not r or not r.stored then
         r = {
           phase = args[8], duration = tonumber(args[9]),
           endsAt = args[10] ~= '-' and tonumber(args[10]) or nil,
           remainingMs = args[11] ~= '-' and tonumber(args[11]) or nil,
           revision = tonumber(args[12]), label = args[13] ~= '' and args[13] or nil,
-          created = (r and r.created ~= 0 and r.created) or at, key = r and r.key,
+          created = (r and r.created ~= 0 and r.created) or at,
+          -- A hash Redis lost keeps the key the caller proved it holds; one
+          -- that `open` wrote keeps what it says (no key: open mode).
+          key = r and r.key,
         }
+        if not r.key and not had and presented ~= '' then r.key = presented end
       end
+      if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
       local refused = apply(r, op, args[5], args[6], args[7], at)
       if refused then return {'rejected', refused} end
       write(keys[1], r, at)
+      if op == 'rotate_key' then
+        redis.call('PUBLISH', channel, table.concat({'key', session, int(r.revision), r.key}, ' '))
+      end
       local pos = redis.call('INCR', keys[3])
       local line = encode(epoch, pos, session, r, at)
       redis.call('PUBLISH', channel, line)

@@ -202,11 +202,15 @@ public final class RedisSequencer: CommandSequencer {
       [
         "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
-      ] + RecordMessage.arguments(of: request.current) + [String(redisDeadline())]
+      ] + RecordMessage.arguments(of: request.current) + [
+        String(redisDeadline()), request.presentedKeyHash?.hex ?? "",
+      ]
     let ticket = request.ticket
     let session = request.session
+    var rotated: KeyHash?
+    if case .rotateKey(let hash) = request.command { rotated = hash }
     let sent = commands.send(arguments) { [weak self] result in
-      self?.commandAnswered(ticket, session: session, result)
+      self?.commandAnswered(ticket, session: session, rotated: rotated, result)
     }
     guard sent else {
       stats.commandsUnavailable += 1
@@ -229,7 +233,8 @@ public final class RedisSequencer: CommandSequencer {
   // MARK: Replies and messages
 
   private func commandAnswered(
-    _ ticket: Ticket, session: String, _ result: Result<RedisReply, RedisError>
+    _ ticket: Ticket, session: String, rotated: KeyHash?,
+    _ result: Result<RedisReply, RedisError>
   ) {
     let outcome: SequenceOutcome
     switch result {
@@ -245,6 +250,7 @@ public final class RedisSequencer: CommandSequencer {
         if open[session] != nil, !open[session]!.loading {
           open[session]!.revision = max(open[session]!.revision, message.record.revision)
         }
+        if let rotated { open[session]?.keyHash = rotated }
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
       case ("expired", 1):
@@ -287,6 +293,9 @@ public final class RedisSequencer: CommandSequencer {
     let record = message.record
     let storedKey = KeyHash(hex: parts[1])
     let wasLoading = entry.loading
+    // A rotation whose message this instance missed (a reconnect, a gap).
+    let keyMoved = !wasLoading && storedKey != nil && storedKey != entry.keyHash
+    if storedKey != nil { entry.keyHash = storedKey }
     entry.loading = false
     entry.revision = max(entry.revision, record.revision)
     open[session] = entry
@@ -296,8 +305,26 @@ public final class RedisSequencer: CommandSequencer {
       if wasLoading {
         hub.loaded(session: session, record: record, keyHash: storedKey, now: now)
       } else {
+        if keyMoved, let storedKey {
+          hub.keyChangedPlaceholder(session: session, keyHash: storedKey, now: now)
+        }
         hub.adoptRemote(session: session, record: record, now: now)
       }
+    }
+  }
+
+  /// `key <session> <revision> <hash>`: a controller rotated the session's
+  /// key (here or elsewhere), so the old key stops working here too.
+  private func keyMessage(_ payload: String) {
+    let parts = payload.split(separator: " ", omittingEmptySubsequences: false)
+    guard parts.count == 4, UInt64(parts[2]) != nil, let hash = KeyHash(hex: String(parts[3]))
+    else { return }
+    let session = String(parts[1])
+    guard let entry = open[session], !entry.loading, entry.keyHash != hash else { return }
+    open[session]!.keyHash = hash
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in
+      self?.hub?.keyChangedPlaceholder(session: session, keyHash: hash, now: now)
     }
   }
 
@@ -316,6 +343,10 @@ public final class RedisSequencer: CommandSequencer {
       }
       if parts[2].hasPrefix("viewers ") {
         viewersMessage(parts[2])
+        return
+      }
+      if parts[2].hasPrefix("key ") {
+        keyMessage(parts[2])
         return
       }
       guard let message = RecordMessage.parse(parts[2]) else { return }
