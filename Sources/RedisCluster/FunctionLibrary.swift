@@ -39,30 +39,87 @@ public enum FunctionLibrary {
       return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
 
+    -- SessionRecord's ranges: a record outside them is damaged, and nothing
+    -- here does arithmetic on a field before it is checked.
+    local EPOCH_MAX = 253402300799999
+    local DURATION_MAX = 2147483647
+    local COUNTER_MAX = 9007199254740991
+    local LABEL_MAX = 64
+    local PHASES = {idle = true, running = true, paused = true, finished = true}
+
+    -- A whole number in decimal digits within lo..hi, else nil. tonumber alone
+    -- would take '1e3', '0x10', ' 5', 'inf' and 'nan'.
+    local function integer(text, lo, hi)
+      if type(text) ~= 'string' or #text > 17 or not text:find('^%-?%d+$') then return nil end
+      local n = tonumber(text)
+      if n < lo or n > hi then return nil end
+      if n == 0 then return 0 end
+      return n
+    end
+
+    -- SessionRecord.isValidFinishedLabel: 1 to 64 characters, none of them a
+    -- control character (a NUL would cut C strings short on every viewer).
+    local function is_label(text)
+      if type(text) ~= 'string' or #text == 0 or text:find('[%z\1-\31\127]') then return false end
+      local _, characters = text:gsub('[^\128-\191]', '')
+      return characters <= LABEL_MAX
+    end
+
+    -- A key hash as the session hash stores it: 64 lower-case hex digits.
+    local function is_key_hash(text)
+      return type(text) == 'string' and #text == 64 and text:find('^[0-9a-f]+$') ~= nil
+    end
+
+    -- A record from its fields as text (a session hash's, or a caller's), or
+    -- nil and why it cannot be taken: SessionRecord.damage. Fields that only
+    -- `open` writes (a creation time, a key hash) make an unstored record.
+    local function parse(f)
+      local r = {phase = f.phase, label = f.label, key = f.key, stored = f.phase ~= nil}
+      r.created = integer(f.created or '0', 0, EPOCH_MAX)
+      if not r.created then return nil, 'created out of range' end
+      if r.key ~= nil and not is_key_hash(r.key) then return nil, 'key is not a key hash' end
+      if not r.stored then
+        r.phase, r.duration, r.revision = 'idle', 0, 0
+        return r
+      end
+      if not PHASES[r.phase] then return nil, 'unknown phase' end
+      r.duration = integer(f.duration, 0, DURATION_MAX)
+      if not r.duration then return nil, 'duration out of range' end
+      r.revision = integer(f.revision, 0, COUNTER_MAX)
+      if not r.revision then return nil, 'revision out of range' end
+      if r.label ~= nil and not is_label(r.label) then return nil, 'label is not text' end
+      if f.endsAt ~= nil then
+        r.endsAt = integer(f.endsAt, 0, EPOCH_MAX)
+        if not r.endsAt then return nil, 'endsAt out of range' end
+      end
+      if f.remainingMs ~= nil then
+        r.remainingMs = integer(f.remainingMs, 1, AHEAD_MAX)
+        if not r.remainingMs then return nil, 'remainingMs out of range' end
+      end
+      local running, paused = r.phase == 'running', r.phase == 'paused'
+      if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused then
+        return nil, 'fields disagree with the phase'
+      end
+      return r
+    end
+
+    -- The session hash: nil when absent; else the record, or nil, why it is
+    -- damaged, and its raw fields.
     local function read(key)
       local h = redis.call('HGETALL', key)
       if #h == 0 then return nil end
       local f = {}
       for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
-      return {
-        phase = f.phase or 'idle',
-        duration = tonumber(f.duration or '0'),
-        endsAt = f.endsAt and tonumber(f.endsAt),
-        remainingMs = f.remainingMs and tonumber(f.remainingMs),
-        label = f.label,
-        revision = tonumber(f.revision or '0'),
-        created = tonumber(f.created or '0'),
-        key = f.key,
-        -- false when only `open` has written (a creation time, a key hash).
-        stored = f.phase ~= nil,
-      }
+      local r, why = parse(f)
+      return r, why, f
     end
 
     -- A seq no instance can have passed yet for this session at `at`: each
     -- instance starts a session at this floor and publishes at most
     -- PATCHES_PER_SECOND a second plus one patch per revision.
     local function seq_floor(r, at)
-      return PATCHES_PER_SECOND * (whole_seconds(at - r.created) + 1) + r.revision
+      local floor = PATCHES_PER_SECOND * (whole_seconds(at - r.created) + 1) + r.revision
+      return math.min(floor, COUNTER_MAX)
     end
 
     -- One line, the label last since it may hold spaces: what the function
@@ -77,11 +134,6 @@ public enum FunctionLibrary {
       return line
     end
 
-    -- A key hash as the session hash stores it: 64 lower-case hex digits.
-    local function is_key_hash(text)
-      return type(text) == 'string' and #text == 64 and text:find('^[0-9a-f]+$') ~= nil
-    end
-
     -- SessionRecord.applying: nil on success (r is changed), else the error code.
     local function apply(r, op, a, b, label, at)
       if r.phase == 'running' and r.endsAt and r.endsAt <= at then
@@ -92,16 +144,12 @@ public enum FunctionLibrary {
         if r.phase == 'running' or r.phase == 'paused' then return 'busy' end
         local endsAt
         if a == 'seconds' then
-          local seconds = tonumber(b)
-          if not seconds or seconds < SECONDS_MIN or seconds > SECONDS_MAX then
-            return 'bad_request'
-          end
+          local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
+          if not seconds then return 'bad_request' end
           endsAt = at + seconds * 1000
         elseif a == 'until' then
-          local deadline = tonumber(b)
-          if not deadline or deadline - at < AHEAD_MIN or deadline - at > AHEAD_MAX then
-            return 'bad_request'
-          end
+          local deadline = integer(b, at + AHEAD_MIN, at + AHEAD_MAX)
+          if not deadline then return 'bad_request' end
           endsAt = deadline
         else
           return 'bad_request'
@@ -110,7 +158,13 @@ public enum FunctionLibrary {
         r.endsAt = endsAt
         r.remainingMs = nil
         r.duration = whole_seconds(endsAt - at)
-        if label ~= '' then r.label = label else r.label = nil end
+        if label == '' then
+          r.label = nil
+        elseif is_label(label) then
+          r.label = label
+        else
+          return 'bad_request'
+        end
       elseif op == 'cancel' then
         if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
         r.phase = 'idle'
@@ -128,13 +182,11 @@ public enum FunctionLibrary {
         r.remainingMs = nil
       elseif op == 'adjust' then
         if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
-        local seconds = tonumber(a)
-        if not seconds or seconds == 0 or seconds < ADJUST_MIN or seconds > ADJUST_MAX then
-          return 'bad_request'
-        end
+        local seconds = integer(a, ADJUST_MIN, ADJUST_MAX)
+        if not seconds or seconds == 0 then return 'bad_request' end
         local left = (r.endsAt and (r.endsAt - at) or r.remainingMs) + seconds * 1000
         if left > AHEAD_MAX then return 'bad_request' end
-        r.duration = math.max(0, r.duration + seconds)
+        r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
         if left <= 0 then
           r.phase = 'finished'
           r.endsAt = nil
@@ -150,6 +202,7 @@ public enum FunctionLibrary {
       else
         return 'bad_request'
       end
+      if r.revision >= COUNTER_MAX then return 'bad_request' end
       r.revision = r.revision + 1
       return nil
     end
@@ -196,24 +249,31 @@ public enum FunctionLibrary {
       local at = now_ms()
       -- A call that arrives after its caller gave up (a link that stalled and
       -- then delivered) must change nothing: the caller answered unavailable.
-      if args[14] and args[14] ~= '' and at > tonumber(args[14]) then return {'expired'} end
+      local deadline = integer(args[14] or '', 0, EPOCH_MAX)
+      if deadline and at > deadline then return {'expired'} end
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
       local presented = args[15] or ''
-      local r = read(keys[1])
-      local had = r ~= nil
+      local r, damage, f = read(keys[1])
       if not r or not r.stored then
-        r = {
-          phase = args[8], duration = tonumber(args[9]),
-          endsAt = args[10] ~= '-' and tonumber(args[10]) or nil,
-          remainingMs = args[11] ~= '-' and tonumber(args[11]) or nil,
-          revision = tonumber(args[12]), label = args[13] ~= '' and args[13] or nil,
-          created = (r and r.created ~= 0 and r.created) or at,
-          -- A hash Redis lost keeps the key the caller proved it holds; one
-          -- that `open` wrote keeps what it says (no key: open mode).
-          key = r and r.key,
-        }
-        if not r.key and not had and presented ~= '' then r.key = presented end
+        -- Redis lost the session's hash, or only `open` wrote it, or it is
+        -- damaged: the caller's record, checked like any other, is the base.
+        local base = parse({
+          phase = args[8], duration = args[9],
+          endsAt = args[10] ~= '-' and args[10] or nil,
+          remainingMs = args[11] ~= '-' and args[11] or nil,
+          revision = args[12], label = args[13] ~= '' and args[13] or nil,
+        })
+        if not base or not base.stored then return {'rejected', 'bad_request'} end
+        base.created = (r and r.created ~= 0 and r.created) or at
+        -- A hash `open` wrote keeps its key (none: open mode). A hash lost or
+        -- damaged takes the key the caller proved it holds.
+        if r then
+          base.key = r.key
+        elseif presented ~= '' then
+          base.key = presented
+        end
+        r = base
       end
       if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
       local refused = apply(r, op, args[5], args[6], args[7], at)
@@ -225,22 +285,40 @@ public enum FunctionLibrary {
       local pos = redis.call('INCR', keys[3])
       local line = encode(epoch, pos, session, r, at)
       redis.call('PUBLISH', channel, line)
+      -- A damaged hash was replaced: the caller logs why.
+      if damage then return {'ok', line, damage} end
       return {'ok', line}
     end
 
     -- A session opened on an instance: make sure it has a creation time and, in
     -- key mode, a controller key hash (the first instance to ask wins, so a
     -- creation race between instances settles on one key). Returns
-    -- {line, key hash or ''}.
-    -- ARGV: epoch, session, key hash ('' in open mode).
+    -- {line, key hash or ''[, why the hash was damaged]}.
+    -- ARGV: epoch, session, key hash ('' in open mode), channel.
     local function open(keys, args)
       local epoch, session, keyHash = args[1], args[2], args[3]
       local at = now_ms()
+      local r, damage, f = read(keys[1])
+      if f and not r then
+        -- A damaged hash starts over, idle, at a revision past the old one, and
+        -- every instance hears of it; what it held that is sound is kept.
+        r = {
+          phase = 'idle', duration = 0,
+          revision = (integer(f.revision, 0, COUNTER_MAX - 1) or 0) + 1,
+          created = integer(f.created, 0, EPOCH_MAX) or at,
+          key = is_key_hash(f.key) and f.key or (keyHash ~= '' and keyHash or nil),
+        }
+        write(keys[1], r, at)
+        local pos = redis.call('INCR', keys[3])
+        local line = encode(epoch, pos, session, r, at)
+        redis.call('PUBLISH', args[4] or '', line)
+        return {line, r.key or '', damage}
+      end
       redis.call('HSETNX', keys[1], 'created', int(at))
       if keyHash ~= '' then redis.call('HSETNX', keys[1], 'key', keyHash) end
       redis.call('PEXPIRE', keys[1], KEEP_MS)
-      local r = read(keys[1])
-      local pos = tonumber(redis.call('GET', keys[3]) or '0')
+      r = read(keys[1])
+      local pos = integer(redis.call('GET', keys[3]) or '0', 0, COUNTER_MAX) or 0
       return {encode(epoch, pos, session, r, at), r.key or ''}
     end
 
@@ -283,11 +361,11 @@ public enum FunctionLibrary {
         if h[i] == '#' then
           -- the version, not an instance
         elseif h[i] == '~' then
-          before = tonumber(h[i + 1])
+          before = integer(h[i + 1], 0, COUNTER_MAX)
         else
           local deadline = redis.call('ZSCORE', keys[2], h[i])
           if deadline and tonumber(deadline) >= at then
-            sum = sum + tonumber(h[i + 1])
+            sum = sum + (integer(h[i + 1], 0, COUNTER_MAX) or 0)
           else
             redis.call('HDEL', keys[1], h[i])
           end

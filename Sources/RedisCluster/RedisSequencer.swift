@@ -51,6 +51,8 @@ public final class RedisSequencer: CommandSequencer {
     /// Sessions read again (a gap, another epoch, a reconnect, a lost message).
     public var rereads = 0
     public var reconnects = 0
+    /// Records from Redis that were out of range (dropped or reset), each logged.
+    public var damagedRecords = 0
   }
 
   static let epochKey = "countdown:epoch"
@@ -241,8 +243,10 @@ public final class RedisSequencer: CommandSequencer {
     case .success(let reply):
       let parts = reply.elements?.compactMap(\.text) ?? []
       switch (parts.first, parts.count) {
-      case ("ok", 2):
-        guard let message = RecordMessage.parse(parts[1]) else {
+      case ("ok", 2), ("ok", 3):
+        if parts.count == 3 { recordReset(session, parts[2]) }
+        guard let message = RecordMessage.parse(parts[1]), acceptable(message, from: "reply")
+        else {
           outcome = .unavailable(Self.unreachable)
           break
         }
@@ -277,17 +281,30 @@ public final class RedisSequencer: CommandSequencer {
     stats.rereads += 1
     let arguments = [
       "FCALL", "countdown_open", "3", Self.sessionKey(session), Self.epochKey, Self.positionKey,
-      settings.epoch, session, entry.keyHash?.hex ?? "",
+      settings.epoch, session, entry.keyHash?.hex ?? "", channel,
     ]
     commands.send(arguments) { [weak self] result in self?.readAnswered(session, result) }
   }
 
   private func readAnswered(_ session: String, _ result: Result<RedisReply, RedisError>) {
     guard case .success(let reply) = result, let parts = reply.elements?.compactMap(\.text),
-      parts.count == 2, let message = RecordMessage.parse(parts[0]),
-      var entry = open[session]
+      parts.count == 2 || parts.count == 3, var entry = open[session]
     else {
       // A failure drops the connection; the reconnect reads every session again.
+      return
+    }
+    if parts.count == 3 { recordReset(session, parts[2]) }
+    guard let message = RecordMessage.parse(parts[0]), acceptable(message, from: "read") else {
+      // Nothing sound to show: a session still loading shows its fresh
+      // record, and its first command writes a sound one.
+      guard entry.loading else { return }
+      entry.loading = false
+      open[session] = entry
+      let now = clock.nowMilliseconds()
+      deliver { [weak self] in
+        self?.hub?.loaded(
+          session: session, record: nil, keyHash: KeyHash(hex: parts[1]) ?? entry.keyHash, now: now)
+      }
       return
     }
     let record = message.record
@@ -311,6 +328,39 @@ public final class RedisSequencer: CommandSequencer {
         hub.adoptRemote(session: session, record: record, now: now)
       }
     }
+  }
+
+  /// Whether a record that came from Redis can be taken: its fields in
+  /// range (`SessionRecord.damage`) before any arithmetic on them. One that
+  /// cannot is logged with its session and dropped; the rest carry on.
+  private func acceptable(_ message: RecordMessage, from source: String) -> Bool {
+    guard let damage = message.record.damage else { return true }
+    stats.damagedRecords += 1
+    log.warn(
+      "redis_record_damaged",
+      [
+        "session": LogValue(message.session), "source": LogValue(source),
+        "damage": LogValue(damage),
+      ])
+    return false
+  }
+
+  /// A message on the changes channel that is no record at all.
+  private func unreadable(_ line: String) {
+    stats.damagedRecords += 1
+    let fields = line.split(separator: " ", maxSplits: 3)
+    log.warn(
+      "redis_record_damaged",
+      [
+        "session": LogValue(fields.count > 2 ? String(fields[2].prefix(64)) : ""),
+        "source": LogValue("message"), "damage": LogValue("not a record line"),
+      ])
+  }
+
+  /// The function found the session's hash damaged and replaced it.
+  private func recordReset(_ session: String, _ damage: String) {
+    stats.damagedRecords += 1
+    log.warn("redis_record_reset", ["session": LogValue(session), "damage": LogValue(damage)])
   }
 
   /// `key <session> <revision> <hash>`: a controller rotated the session's
@@ -349,7 +399,11 @@ public final class RedisSequencer: CommandSequencer {
         keyMessage(parts[2])
         return
       }
-      guard let message = RecordMessage.parse(parts[2]) else { return }
+      guard let message = RecordMessage.parse(parts[2]) else {
+        unreadable(parts[2])
+        return
+      }
+      guard acceptable(message, from: "message") else { return }
       changed(message)
     default:
       break
