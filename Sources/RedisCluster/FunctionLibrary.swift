@@ -3,15 +3,19 @@
 /// The Redis Function library, loaded with FUNCTION LOAD REPLACE at start-up.
 public enum FunctionLibrary {
   public static let source = #"""
-    #!lua name=countdown
+    #!lua name=countdown_v2
     -- The cluster's one writer of session state. Every state change is one call
-    -- of countdown_command: it checks the phase, takes the time from Redis, bumps
+    -- of countdown_v2_command: it checks the phase, takes the time from Redis, bumps
     -- the revision, writes the session hash and publishes the change, all in one
     -- atomic step, so two starts racing on two instances give one ack and one
     -- busy without WATCH/MULTI. The rules mirror SessionRecord.applying in
     -- Sources/CountdownCore/SessionRecord.swift exactly: same checks in the same
     -- order, same error codes, same limits. RedisCluster embeds this file as
     -- FunctionLibrary.source, and a test fails when the two differ.
+    --
+    -- The library's name and its functions' carry a version, so instances of
+    -- two releases can run side by side through a rolling upgrade, each calling
+    -- its own; the keys and the changes channel are shared.
     --
     -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter.
     -- In key mode the session hash holds its controller key's hash, and every
@@ -26,6 +30,10 @@ public enum FunctionLibrary {
     local PATCHES_PER_SECOND = 5
     -- A session hash outlives its last command or read by this long.
     local KEEP_MS = 7 * 86400 * 1000
+    -- What a session nobody commanded leaves behind (a creation time, viewer
+    -- counts) outlives the last instance that has it open by this long: those
+    -- instances renew it well within it.
+    local VIEW_MS = 180000
 
     local function int(n) return string.format('%.0f', n) end
 
@@ -314,9 +322,21 @@ public enum FunctionLibrary {
         redis.call('PUBLISH', args[4] or '', line)
         return {line, r.key or '', damage}
       end
-      redis.call('HSETNX', keys[1], 'created', int(at))
-      if keyHash ~= '' then redis.call('HSETNX', keys[1], 'key', keyHash) end
-      redis.call('PEXPIRE', keys[1], KEEP_MS)
+      if not r or not r.stored then
+        -- Nothing commanded yet. The creation time bounds the seq every
+        -- instance starts at; a viewer's alone is gone within minutes. A key
+        -- (key mode: the first instance to ask made a host) lives as long as a
+        -- commanded session.
+        redis.call('HSETNX', keys[1], 'created', int(at))
+        local made = keyHash ~= '' and redis.call('HSETNX', keys[1], 'key', keyHash) == 1
+        if made then
+          redis.call('PEXPIRE', keys[1], KEEP_MS)
+        elseif not (r and r.key) then
+          redis.call('PEXPIRE', keys[1], VIEW_MS)
+        end
+      else
+        redis.call('PEXPIRE', keys[1], KEEP_MS)
+      end
       r = read(keys[1])
       local pos = integer(redis.call('GET', keys[3]) or '0', 0, COUNTER_MAX) or 0
       return {encode(epoch, pos, session, r, at), r.key or ''}
@@ -340,21 +360,28 @@ public enum FunctionLibrary {
     -- KEYS: 1 the session's viewer hash, 2 the instance set, 3 the caller's
     -- session index (the sessions it counts viewers in, so that when it dies
     -- only those are recounted). ARGV: instance id, its count, channel, session,
-    -- heartbeat TTL (ms). Returns {sum, version}: the version orders sums that
+    -- heartbeat TTL (ms), '1' when the session is open there (else '0'). Returns {sum, version}: the version orders sums that
     -- reach an instance both as replies and as messages.
     local function viewers(keys, args)
-      local instance, count, channel, session = args[1], tonumber(args[2]), args[3], args[4]
+      local instance, channel, session = args[1], args[3], args[4]
+      local count = integer(args[2], 0, COUNTER_MAX) or 0
       local at = now_ms()
       beat(keys[2], instance, args[5], at)
-      if count > 0 then
+      -- An instance keeps its field (0 too) while it has the session open, so
+      -- that `forget` can tell whether anyone still does.
+      if args[6] == '1' then
         redis.call('HSET', keys[1], instance, int(count))
         redis.call('SADD', keys[3], session)
       else
         redis.call('HDEL', keys[1], instance)
         redis.call('SREM', keys[3], session)
       end
-      redis.call('PEXPIRE', keys[3], KEEP_MS)
-      local version = redis.call('HINCRBY', keys[1], '#', 1)
+      redis.call('PEXPIRE', keys[3], VIEW_MS)
+      -- Versions start from Redis's clock, so one deleted and made anew still
+      -- orders after every version sent before.
+      local last = integer(redis.call('HGET', keys[1], '#') or '0', 0, COUNTER_MAX) or 0
+      local version = math.max(last + 1, at * 1000)
+      redis.call('HSET', keys[1], '#', int(version))
       local h = redis.call('HGETALL', keys[1])
       local sum, before = 0, nil
       for i = 1, #h, 2 do
@@ -377,8 +404,34 @@ public enum FunctionLibrary {
           'PUBLISH', channel,
           table.concat({'viewers', session, int(sum), instance, int(version)}, ' '))
       end
-      redis.call('PEXPIRE', keys[1], KEEP_MS)
+      redis.call('PEXPIRE', keys[1], VIEW_MS)
       return {sum, version}
+    end
+
+    -- An instance forgot a session: its field and index entry go, and when no
+    -- live instance has the session open any more, so do its viewer hash and
+    -- its session hash (unless a run is still in it: that one keeps its TTL).
+    -- KEYS: 1 the session hash, 2 its viewer hash, 3 the instance set, 4 the
+    -- caller's session index. ARGV: instance id, session. Returns 1 when the
+    -- keys went.
+    local function forget(keys, args)
+      local at = now_ms()
+      redis.call('HDEL', keys[2], args[1])
+      redis.call('SREM', keys[4], args[2])
+      local h = redis.call('HGETALL', keys[2])
+      for i = 1, #h, 2 do
+        if h[i] ~= '#' and h[i] ~= '~' then
+          local deadline = redis.call('ZSCORE', keys[3], h[i])
+          if deadline and tonumber(deadline) >= at then return 0 end
+        end
+      end
+      redis.call('DEL', keys[2])
+      local r = read(keys[1])
+      local ends = r and r.endsAt
+      if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at))) then
+        redis.call('DEL', keys[1])
+      end
+      return 1
     end
 
     -- An instance's heartbeat, about once a second. KEYS: 1 the instance set.
@@ -413,10 +466,11 @@ public enum FunctionLibrary {
       return sessions
     end
 
-    redis.register_function('countdown_command', command)
-    redis.register_function('countdown_viewers', viewers)
-    redis.register_function('countdown_open', open)
-    redis.register_function('countdown_heartbeat', heartbeat)
-    redis.register_function('countdown_reap', reap)
+    redis.register_function('countdown_v2_command', command)
+    redis.register_function('countdown_v2_viewers', viewers)
+    redis.register_function('countdown_v2_open', open)
+    redis.register_function('countdown_v2_forget', forget)
+    redis.register_function('countdown_v2_heartbeat', heartbeat)
+    redis.register_function('countdown_v2_reap', reap)
     """#
 }

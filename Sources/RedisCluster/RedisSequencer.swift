@@ -2,7 +2,7 @@ import CountdownCore
 import Observability
 
 /// The command path's "sequence" step for a cluster: Redis orders every
-/// command through one function call (`countdown_command`), so instances
+/// command through one function call (`countdown_v2_command`), so instances
 /// behind a load balancer share sessions.
 ///
 /// Everything here runs on one thread, the loop's: hiredis's callbacks,
@@ -12,7 +12,7 @@ import Observability
 ///
 /// - A command goes out as one FCALL; its reply completes the ticket.
 /// - A session created here is `.loading` until its hash is read
-///   (`countdown_open`), which also settles its controller key.
+///   (`countdown_v2_open`), which also settles its controller key.
 /// - Every change is published with the cluster epoch, the channel's
 ///   position and the session's revision. A newer revision is adopted, a gap
 ///   or another epoch re-reads the session, and a position this instance
@@ -55,6 +55,15 @@ public final class RedisSequencer: CommandSequencer {
     public var damagedRecords = 0
   }
 
+  /// The function library's name, with its version: a release that changes
+  /// what a function takes or answers gets a new one, so old and new
+  /// instances each call their own through a rolling upgrade.
+  static let library = "countdown_v2"
+  static func function(_ name: String) -> String { "\(library)_\(name)" }
+  /// What this instance renews its viewer counts within, well inside the
+  /// few minutes the function keeps them (VIEW_MS in countdown.lua).
+  static let viewerRefreshMs: Int64 = 60_000
+
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
   /// Every instance's heartbeat: a sorted set scored by when it stops counting.
@@ -90,8 +99,9 @@ public final class RedisSequencer: CommandSequencer {
     var revision: UInt64 = 0
     var loading = true
     var keyHash: KeyHash?
-    /// The viewer count this instance last sent.
+    /// The viewer count this instance last sent, and when (ms).
     var sentViewers: Int?
+    var sentViewersAt: Int64 = 0
     /// The version of the last sum shown (see `showViewers`).
     var viewerVersion: Int64 = 0
   }
@@ -202,7 +212,7 @@ public final class RedisSequencer: CommandSequencer {
     let (op, first, second, label) = Self.arguments(of: request.command)
     let arguments =
       [
-        "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
+        "FCALL", Self.function("command"), "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
       ] + RecordMessage.arguments(of: request.current) + [
         String(redisDeadline()), request.presentedKeyHash?.hex ?? "",
@@ -230,6 +240,14 @@ public final class RedisSequencer: CommandSequencer {
 
   public func forgot(session: String) {
     open[session] = nil
+    // Its keys go once no instance has it open; when Redis cannot be
+    // reached now, their TTLs see to it.
+    guard isConnected else { return }
+    let arguments = [
+      "FCALL", Self.function("forget"), "4", Self.sessionKey(session), Self.viewerKey(session),
+      Self.instancesKey, Self.sessionIndexKey(instance), instance, session,
+    ]
+    commands.send(arguments) { _ in }
   }
 
   // MARK: Replies and messages
@@ -274,13 +292,14 @@ public final class RedisSequencer: CommandSequencer {
     deliver { [weak self] in self?.hub?.complete(ticket, outcome, now: now) }
   }
 
-  /// Reads a session's hash (`countdown_open`, which in key mode settles
+  /// Reads a session's hash (`countdown_v2_open`, which in key mode settles
   /// its key) and hands it to the hub: its first state, or a reconciliation.
   private func read(_ session: String) {
     guard let entry = open[session] else { return }
     stats.rereads += 1
     let arguments = [
-      "FCALL", "countdown_open", "3", Self.sessionKey(session), Self.epochKey, Self.positionKey,
+      "FCALL", Self.function("open"), "3", Self.sessionKey(session), Self.epochKey,
+      Self.positionKey,
       settings.epoch, session, entry.keyHash?.hex ?? "", channel,
     ]
     commands.send(arguments) { [weak self] result in self?.readAnswered(session, result) }
@@ -387,8 +406,9 @@ public final class RedisSequencer: CommandSequencer {
       reconcile()
     case "message":
       stats.messages += 1
-      if parts[2] == "probe \(instance)" {
-        probeSentAt = nil
+      if parts[2].hasPrefix("probe ") {
+        // Every instance's probe comes through; only its own is awaited.
+        if parts[2] == "probe \(instance)" { probeSentAt = nil }
         return
       }
       if parts[2].hasPrefix("viewers ") {
@@ -454,7 +474,8 @@ public final class RedisSequencer: CommandSequencer {
     }
     for (session, entry) in open where !entry.loading {
       let local = hub.localViewers(of: session) ?? 0
-      guard local != entry.sentViewers else { continue }
+      let due = now - entry.sentViewersAt >= Self.viewerRefreshMs
+      guard local != entry.sentViewers || due else { continue }
       sendViewers(session, local)
     }
   }
@@ -463,10 +484,11 @@ public final class RedisSequencer: CommandSequencer {
   /// open, which only recounts the sum) and shows the sum that comes back.
   private func sendViewers(_ session: String, _ local: Int) {
     open[session]?.sentViewers = local
+    open[session]?.sentViewersAt = clock.nowMilliseconds()
     let arguments = [
-      "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
+      "FCALL", Self.function("viewers"), "3", Self.viewerKey(session), Self.instancesKey,
       Self.sessionIndexKey(instance), instance, String(local), channel, session,
-      String(settings.heartbeatTTLMs),
+      String(settings.heartbeatTTLMs), open[session] == nil ? "0" : "1",
     ]
     commands.send(arguments) { [weak self] result in
       guard case .success(.array(let parts)) = result, parts.count == 2,
@@ -483,7 +505,7 @@ public final class RedisSequencer: CommandSequencer {
   /// the dead one counted viewers in, once, and the others do nothing.
   private func heartbeat(first: Bool) {
     let arguments = [
-      "FCALL", "countdown_heartbeat", "1", Self.instancesKey, instance,
+      "FCALL", Self.function("heartbeat"), "1", Self.instancesKey, instance,
       String(settings.heartbeatTTLMs),
     ]
     commands.send(arguments) { [weak self] result in
@@ -511,7 +533,7 @@ public final class RedisSequencer: CommandSequencer {
 
   private func reap(_ dead: String) {
     let arguments = [
-      "FCALL", "countdown_reap", "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
+      "FCALL", Self.function("reap"), "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
     ]
     commands.send(arguments) { [weak self] result in
       guard let self, let hub, case .success(.array(let sessions)) = result else { return }
@@ -660,7 +682,7 @@ public final class RedisSequencer: CommandSequencer {
     clock.nowMilliseconds() + redisClockOffsetMs + settings.timeoutMs / 2
   }
 
-  /// A command's op and arguments as `countdown_command` takes them.
+  /// A command's op and arguments as `countdown_v2_command` takes them.
   static func arguments(of command: SessionCommand) -> (String, String, String, String) {
     switch command {
     case .start(.seconds(let seconds), let label):

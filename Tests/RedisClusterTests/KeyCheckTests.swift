@@ -4,7 +4,7 @@ import Testing
 
 @testable import RedisCluster
 
-/// Calls `countdown_command` as an instance would, presenting `presented`
+/// Calls `countdown_v2_command` as an instance would, presenting `presented`
 /// (nil: open mode), on a base record of `base`; the reply's texts.
 func commandCall(
   _ client: BlockingRedis, _ session: String, _ command: SessionCommand,
@@ -13,7 +13,7 @@ func commandCall(
   let (op, first, second, label) = RedisSequencer.arguments(of: command)
   let reply = try client.command(
     [
-      "FCALL", "countdown_command", "3", RedisSequencer.sessionKey(session),
+      "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(session),
       RedisSequencer.epochKey, RedisSequencer.positionKey, epoch, "countdown:changes:0", session,
       op, first, second, label,
     ] + RecordMessage.arguments(of: base) + ["", presented?.hex ?? ""])
@@ -23,7 +23,8 @@ func commandCall(
 /// Opens `session` as an instance in key mode would, proposing `key`.
 func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws -> [String] {
   let reply = try client.command([
-    "FCALL", "countdown_open", "3", RedisSequencer.sessionKey(session), RedisSequencer.epochKey,
+    "FCALL", RedisSequencer.function("open"), "3", RedisSequencer.sessionKey(session),
+    RedisSequencer.epochKey,
     RedisSequencer.positionKey, "E", session, key?.hex ?? "",
   ])
   return reply.elements?.compactMap(\.text) ?? []
@@ -93,7 +94,8 @@ func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws 
         .first == "ok")
     let reply = try client.command(
       [
-        "FCALL", "countdown_command", "3", RedisSequencer.sessionKey("r"), RedisSequencer.epochKey,
+        "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey("r"),
+        RedisSequencer.epochKey,
         RedisSequencer.positionKey, "E", "countdown:changes:0", "r", "rotate_key", "XYZ", "", "",
       ] + RecordMessage.arguments(of: SessionRecord()) + ["", other.hex])
     #expect(reply.elements?.compactMap(\.text) == ["rejected", "bad_request"])
