@@ -266,7 +266,15 @@ public final class BlockingRedis {
     let typed = reply.assumingMemoryBound(to: redisReply.self)
     defer { freeReplyObject(reply) }
     let value = convert(typed)
-    if case .error(let message) = value { throw RedisError(.reply, message) }
+    if case .error(let message) = value {
+      throw RedisError.reply(message, toAuth: arguments.first == "AUTH")
+    }
     return value
+  }
+
+  /// AUTH, before anything else on this connection: as `username` (an ACL
+  /// user) or the default user. Nothing here puts the password in a message.
+  public func authenticate(username: String?, password: String) throws(RedisError) {
+    try command(RedisConnection.authArguments(username: username, password: password))
   }
 }

@@ -37,9 +37,14 @@ public final class RedisSequencer: CommandSequencer {
     /// An instance whose heartbeat is older than this stops counting.
     public var heartbeatTTLMs: Int64 = 3000
 
-    public init(address: RedisAddress, epoch: String) {
+    /// AUTH's password (with `address.username`, an ACL user), from
+    /// `--redis-password-file`; never logged or shown.
+    public var password: String?
+
+    public init(address: RedisAddress, epoch: String, password: String? = nil) {
       self.address = address
       self.epoch = epoch
+      self.password = password
     }
   }
 
@@ -148,9 +153,14 @@ public final class RedisSequencer: CommandSequencer {
   /// for start-up before the listener opens. `proposed` becomes the epoch
   /// when Redis has none; the answer is the cluster's.
   public static func prepare(
-    _ address: RedisAddress, proposedEpoch proposed: String, timeoutMs: Int = 2000
+    _ address: RedisAddress, password: String? = nil, proposedEpoch proposed: String,
+    timeoutMs: Int = 2000
   ) throws(RedisError) -> String {
     let redis = try BlockingRedis(address, timeoutMs: timeoutMs)
+    if let password { try redis.authenticate(username: address.username, password: password) }
+    // A small command first: a Redis that wants a password answers NOAUTH
+    // to it, where it would cut the library's upload short with a protocol error.
+    try redis.command(["PING"])
     if address.database != 0 { try redis.command(["SELECT", String(address.database)]) }
     try redis.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
     try redis.command(["SET", epochKey, proposed, "NX"])
@@ -165,9 +175,11 @@ public final class RedisSequencer: CommandSequencer {
   /// `stop`.
   public func start(on loop: LibevLoop) {
     commands = RedisConnection(
-      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
+      password: settings.password)
     subscriber = RedisConnection(
-      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
+      password: settings.password)
     commands.onUp = { [unowned self] in commandsUp() }
     subscriber.onUp = { [unowned self] in subscriberUp() }
     commands.onDown = { [unowned self] in
