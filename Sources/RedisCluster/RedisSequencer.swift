@@ -354,7 +354,7 @@ public final class RedisSequencer: CommandSequencer {
         hub.loaded(session: session, record: record, keyHash: storedKey, now: now)
       } else {
         if keyMoved, let storedKey {
-          hub.keyChangedPlaceholder(session: session, keyHash: storedKey, now: now)
+          hub.keyChanged(session: session, keyHash: storedKey, now: now)
         }
         hub.adoptRemote(session: session, record: record, now: now)
       }
@@ -405,7 +405,7 @@ public final class RedisSequencer: CommandSequencer {
     open[session]!.keyHash = hash
     let now = clock.nowMilliseconds()
     deliver { [weak self] in
-      self?.hub?.keyChangedPlaceholder(session: session, keyHash: hash, now: now)
+      self?.hub?.keyChanged(session: session, keyHash: hash, now: now)
     }
   }
 
