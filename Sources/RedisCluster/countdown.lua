@@ -176,7 +176,8 @@ local function apply(r, op, a, b, label, at)
   elseif op == 'pause' then
     if r.phase ~= 'running' then return 'not_running' end
     r.phase = 'paused'
-    r.remainingMs = r.endsAt - at
+    -- A clock stepped back by weeks could leave more than a run may hold.
+    r.remainingMs = math.min(r.endsAt - at, AHEAD_MAX)
     r.endsAt = nil
   elseif op == 'resume' then
     if r.phase ~= 'paused' then return 'not_paused' end
