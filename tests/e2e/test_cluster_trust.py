@@ -10,7 +10,7 @@ import time
 
 from websockets.asyncio.client import connect as ws_connect
 
-from cdclient import SUBPROTOCOL, Client, run_async
+from cdclient import SUBPROTOCOL, Client, http_get, run_async
 from serverproc import start_server
 from test_cluster import Redis, pytestmark  # noqa: F401  (skips without redis-server)
 
@@ -86,7 +86,6 @@ async def test_nul_label_is_refused_and_nothing_leaks(session_id):
         for n, label in enumerate(["a\u0000" + "x" * 40, "\u0000", "bell\u0007", "del\u007f"]):
             await va.expect_error({"op": "start", "seconds": 30, "finishedLabel": label, "id": n}, "bad_request",
                                   id=n)
-        assert redis.command("EXISTS", f"countdown:s:{session_id}") in ("0", "1")
         assert redis.command("HGET", f"countdown:s:{session_id}", "label") == ""
         assert redis.command("HGET", f"countdown:s:{session_id}", "phase") == ""
         # A sound label still round-trips byte-exact.
@@ -124,6 +123,41 @@ async def test_view_only_keys_expire_and_forgotten_keys_go(session_id):
         await viewer.close()
         wait_until("the session's keys deleted", lambda: redis.command(
             "EXISTS", f"countdown:s:{session_id}", f"countdown:v:{session_id}") == "0")
+    finally:
+        a.stop_and_check()
+        redis.stop()
+
+
+@run_async
+async def test_damaged_hash_and_message_are_logged_and_the_rest_carries_on(session_id):
+    """A session hash written straight into Redis with an endsAt of 2^63-1, and a
+    damaged message on the changes channel: the instance logs the session, resets the
+    hash (idle), and serves that session and every other one on."""
+    redis = Redis()
+    a = start_server("--redis", redis.url)
+    try:
+        damaged = session_id + "-damaged"
+        redis.command("HSET", f"countdown:s:{damaged}", "phase", "running", "duration", "5",
+                      "endsAt", "9223372036854775807", "revision", "4")
+        viewer = await Client.connect(a.ws_url(damaged), name="damaged")
+        assert viewer.state["phase"] == "idle", viewer.state
+        assert redis.command("HGET", f"countdown:s:{damaged}", "phase") == "idle"
+        assert redis.command("HGET", f"countdown:s:{damaged}", "revision") == "5"
+        other = await Client.connect(a.ws_url(session_id), name="other")
+        epoch = redis.command("GET", "countdown:epoch")
+        redis.command("PUBLISH", "countdown:changes:0",
+                      f"{epoch} 99 {session_id} 9 50 running 5 -9223372036854775808 - 1")
+        _, reply = await other.command({"op": "start", "seconds": 30, "id": 1})
+        assert reply["type"] == "ack", reply
+        _, reply = await viewer.command({"op": "start", "seconds": 30, "id": 2})
+        assert reply["type"] == "ack", reply
+        wait_until("both damages logged", lambda: f'"redis_record_damaged","session":"{session_id}"' in a.stderr())
+        log = a.stderr()
+        assert f'"event":"redis_record_reset","session":"{damaged}"' in log, log
+        metrics = http_get(a.host, a.port, "/metrics")[2].decode()
+        assert "countdown_redis_damaged_records_total 2" in metrics
+        await viewer.close()
+        await other.close()
     finally:
         a.stop_and_check()
         redis.stop()
