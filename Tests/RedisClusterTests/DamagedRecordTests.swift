@@ -6,16 +6,7 @@ import Testing
 
 /// Hashes and messages in Redis are input: a damaged one is logged and
 /// reset or dropped, and every other session carries on.
-@Suite(.serialized) struct DamagedRecordTests {
-  let redis: RedisProcess
-  let loop = LibevLoop()
-  let epoch: String
-
-  init() throws {
-    redis = try RedisProcess()
-    epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
-  }
-
+extension SequencerTests {
   /// Session hashes no instance could have written: each field out of
   /// range, unparseable, or disagreeing with the phase.
   static let damaged: [(String, [String])] = [

@@ -6,20 +6,9 @@ import Testing
 
 /// What sessions leave in Redis: nothing lasting for a viewer who only
 /// watches, and nothing at all once every instance forgot them.
-@Suite(.serialized) struct HygieneTests {
-  let redis: RedisProcess
-  let loop = LibevLoop()
-  let epoch: String
-  let client: BlockingRedis
-
-  init() throws {
-    redis = try RedisProcess()
-    epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
-    client = try redis.blocking()
-  }
-
+extension SequencerTests {
   /// Every key in Redis with its TTL in ms (-1: none).
-  func keys() throws -> [String: Int64] {
+  func keysWithTTL(_ client: BlockingRedis) throws -> [String: Int64] {
     var found: [String: Int64] = [:]
     for key in try client.command(["KEYS", "*"]).elements?.compactMap(\.text) ?? [] {
       if case .integer(let ttl) = try client.command(["PTTL", key]) { found[key] = ttl }
@@ -34,11 +23,12 @@ import Testing
   }
 
   /// Keys every cluster keeps once, whatever its sessions: not a viewer's.
-  static let shared: Set<String> = [RedisSequencer.epochKey, RedisSequencer.instancesKey]
+  static let sharedKeys: Set<String> = [RedisSequencer.epochKey, RedisSequencer.instancesKey]
 
   /// A viewer who only watches (open mode) leaves keys that all expire
   /// within a few minutes; only a command makes a session last.
   @Test func viewOnlyJoinLeavesOnlyShortLivedKeys() throws {
+    let client = try redis.blocking()
     let a = Instance(redis, loop: loop, epoch: epoch)
     waitFor(loop, "connected") { a.sequencer.isConnected }
     var viewer = Viewer(a.hub, "watch")
@@ -47,7 +37,7 @@ import Testing
       let counted = try? client.command(["EXISTS", RedisSequencer.viewerKey("watch")])
       return viewer.hasSnapshot && counted == .integer(1)
     }
-    let left = try keys().filter { !Self.shared.contains($0.key) }
+    let left = try keysWithTTL(client).filter { !Self.sharedKeys.contains($0.key) }
     #expect(!left.isEmpty)
     for (key, ttl) in left {
       #expect(ttl > 0 && ttl <= 180_000, "\(key) lives \(ttl) ms")
@@ -57,13 +47,14 @@ import Testing
       viewer.read(a.hub)
       return viewer.reply(1) != nil
     }
-    let hash = try keys()[RedisSequencer.sessionKey("watch")] ?? 0
+    let hash = try keysWithTTL(client)[RedisSequencer.sessionKey("watch")] ?? 0
     #expect(hash > 86_400_000, "a commanded session's hash lives \(hash) ms")
   }
 
   /// Once every instance that had a session open forgot it, its keys are
   /// gone; while one still has it open, they stay.
   @Test func forgottenSessionsKeysAreDeleted() throws {
+    let client = try redis.blocking()
     let a = Instance(redis, loop: loop, epoch: epoch)
     let b = Instance(redis, loop: loop, epoch: epoch)
     waitFor(loop, "connected") { a.sequencer.isConnected && b.sequencer.isConnected }
@@ -112,6 +103,7 @@ import Testing
   /// The library's name and every function's carry the version the
   /// sequencer calls, and loading it leaves another release's library be.
   @Test func libraryIsVersionedAndLivesBesideAnOldOne() throws {
+    let client = try redis.blocking()
     let source = FunctionLibrary.source
     #expect(source.hasPrefix("#!lua name=\(RedisSequencer.library)\n"))
     let registered = source.split(separator: "\n").filter {

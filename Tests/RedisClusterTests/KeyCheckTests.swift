@@ -103,16 +103,7 @@ func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws 
 }
 
 /// Rotations reach the other instances.
-@Suite(.serialized) struct KeyRotationTests {
-  let redis: RedisProcess
-  let loop = LibevLoop()
-  let epoch: String
-
-  init() throws {
-    redis = try RedisProcess()
-    epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
-  }
-
+extension SequencerTests {
   /// A key rotated elsewhere stops working on an instance that has the
   /// session open, and the new key makes a controller there.
   @Test func rotationElsewhereRetiresTheOldKey() throws {
