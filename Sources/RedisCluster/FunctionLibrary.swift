@@ -285,6 +285,8 @@ public enum FunctionLibrary {
         r = base
       end
       if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
+      -- Only key mode has keys: an open-mode caller must not make a session keyed.
+      if op == 'rotate_key' and presented == '' then return {'rejected', 'bad_request'} end
       local refused = apply(r, op, args[5], args[6], args[7], at)
       if refused then return {'rejected', refused} end
       write(keys[1], r, at)

@@ -21,6 +21,7 @@ struct SeededRandom: RandomNumberGenerator {
 /// range, must get the same error code or the same record from both.
 @Suite(.serialized) struct DifferentialTests {
   static let seed: UInt64 = 0x5EED_16
+  static let key = KeyHash(of: "the differential test's key")
   static let cases = 3000
   static let ahead = SessionRecord.aheadMsRange.upperBound
   static let epochMax = SessionRecord.epochMsRange.upperBound
@@ -144,7 +145,8 @@ struct SeededRandom: RandomNumberGenerator {
       let what = "case \(index): \(command) on \(base)"
       try client.command(["DEL", "countdown:s:diff"])
       let before = now()
-      let reply = try commandCall(client, "diff", command, base: base)
+      // Key mode (the hash, lost, takes the caller's key), so rotate_key is taken too.
+      let reply = try commandCall(client, "diff", command, base: base, presented: Self.key)
       let after = now()
       outcomes[reply.first ?? "?", default: 0] += 1
       guard base.damage == nil else {

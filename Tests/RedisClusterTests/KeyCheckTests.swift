@@ -62,13 +62,17 @@ func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws 
       try client.command(["HGET", RedisSequencer.sessionKey("k"), "phase"]).text == "running")
   }
 
-  /// A session without a key (open mode) takes commands whatever is presented.
+  /// A session without a key (open mode) takes commands whatever is
+  /// presented, and cannot be given one.
   @Test func openSessionTakesAnyone() throws {
     _ = try openCall(client, "o", key: nil)
     let ok = try commandCall(
       client, "o", .start(.seconds(60), finishedLabel: nil), presented: other)
     #expect(ok.first == "ok")
     #expect(try commandCall(client, "o", .cancel).first == "ok")
+    // But no open-mode caller may make it keyed.
+    #expect(try commandCall(client, "o", .rotateKey(other)) == ["rejected", "bad_request"])
+    #expect(try client.command(["HEXISTS", RedisSequencer.sessionKey("o"), "key"]) == .integer(0))
   }
 
   /// rotate_key stores the new hash and moves the revision: the old key is
