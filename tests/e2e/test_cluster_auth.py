@@ -4,6 +4,7 @@ command line, in the logs or in --print-config."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import tempfile
@@ -128,3 +129,32 @@ def test_print_config_shows_the_file_not_the_password():
     assert done.returncode == 0, done
     assert path in done.stdout and "redis://countdown@127.0.0.1:6379" in done.stdout
     assert PASSWORD not in done.stdout and PASSWORD not in done.stderr
+
+
+@run_async
+async def test_password_changed_under_a_running_instance(session_id):
+    """Redis's password changes and the connections drop: the instance logs
+    redis_auth_failed (without the password), answers unavailable and retries; once the
+    password is back it authenticates again on its own."""
+    redis = Redis(extra=("--requirepass", PASSWORD), password=PASSWORD)
+    server = start_server("--redis", redis.url, "--redis-password-file", password_file(PASSWORD))
+    try:
+        client = await Client.connect(server.ws_url(session_id))
+        redis.command("CONFIG", "SET", "requirepass", "another-" + PASSWORD)
+        redis.password = "another-" + PASSWORD
+        redis.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        redis.command("CLIENT", "KILL", "TYPE", "pubsub")
+        await command_until(client, "start", "unavailable", within=10)
+        deadline = asyncio.get_running_loop().time() + 10
+        while '"redis_auth_failed"' not in server.stderr():
+            assert asyncio.get_running_loop().time() < deadline, server.stderr()
+            await asyncio.sleep(0.05)
+        redis.command("CONFIG", "SET", "requirepass", PASSWORD)
+        redis.password = PASSWORD
+        await command_until(client, "start", "ack", within=15)
+        assert server.alive()
+        assert_hidden(server)
+        await client.close()
+    finally:
+        server.stop_and_check()
+        redis.stop()

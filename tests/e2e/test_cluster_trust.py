@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect as ws_connect
 
 from cdclient import SUBPROTOCOL, Client, http_get, run_async
 from serverproc import start_server
-from test_cluster import Redis, pytestmark  # noqa: F401  (skips without redis-server)
+from test_cluster import Redis, command_until, pytestmark  # noqa: F401  (skips without redis-server)
 
 
 def wait_until(what: str, check, within: float = 10.0) -> None:
@@ -160,4 +160,39 @@ async def test_damaged_hash_and_message_are_logged_and_the_rest_carries_on(sessi
         await other.close()
     finally:
         a.stop_and_check()
+        redis.stop()
+
+
+@run_async
+async def test_rotated_key_stops_working_on_every_instance(session_id):
+    """Key mode: the host rotates the key on A. A controller on B holding the old key
+    is a viewer from then on, the old key makes a viewer on B, and the new one a controller."""
+    redis = Redis()
+    a = start_server("--redis", redis.url, "--control", "key")
+    b = start_server("--redis", redis.url, "--control", "key")
+    try:
+        host = await Client.connect(a.ws_url(session_id), name="host")
+        old_key = host.snapshot["key"]
+        co = await Client.connect(b.ws_url(session_id) + f"?key={old_key}", name="co-host on B")
+        assert co.snapshot["role"] == "controller", co.snapshot
+        # A rotation's new key comes in a snapshot and the ack, not in a patch.
+        await host.send({"op": "rotate_key", "id": 1})
+        reply = await host.reply()
+        assert reply["type"] == "ack" and reply.get("key") not in (None, old_key), reply
+        new_key = reply["key"]
+        assert redis.command("HGET", f"countdown:s:{session_id}", "key") != ""
+        # Idle: a controller's cancel is not_running, a viewer's forbidden.
+        await command_until(co, "cancel", "forbidden", within=5)
+        stale = await Client.connect(b.ws_url(session_id) + f"?key={old_key}", name="old key on B")
+        fresh = await Client.connect(b.ws_url(session_id) + f"?key={new_key}", name="new key on B")
+        assert stale.snapshot.get("role") == "viewer", stale.snapshot
+        assert fresh.snapshot.get("role") == "controller", fresh.snapshot
+        _, reply = await fresh.command({"op": "start", "seconds": 30, "id": 2})
+        assert reply["type"] == "ack", reply
+        await host.wait_phase("running")
+        for client in (host, co, stale, fresh):
+            await client.close()
+    finally:
+        a.stop_and_check()
+        b.stop_and_check()
         redis.stop()
