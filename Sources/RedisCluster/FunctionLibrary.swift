@@ -274,11 +274,15 @@ public enum FunctionLibrary {
           revision = args[12], label = args[13] ~= '' and args[13] or nil,
         })
         if not base or not base.stored then return {'rejected', 'bad_request'} end
-        base.created = (r and r.created ~= 0 and r.created) or at
-        -- A hash `open` wrote keeps its key (none: open mode). A hash lost or
-        -- damaged takes the key the caller proved it holds.
+        base.created = (r and r.created ~= 0 and r.created)
+          or (f and integer(f.created, 1, EPOCH_MAX)) or at
+        -- A hash `open` wrote keeps its key (none: open mode), and so does a
+        -- damaged one whose key is sound. A hash lost, or whose key is damaged
+        -- too, takes the key the caller proved it holds.
         if r then
           base.key = r.key
+        elseif f and is_key_hash(f.key) then
+          base.key = f.key
         elseif presented ~= '' then
           base.key = presented
         end

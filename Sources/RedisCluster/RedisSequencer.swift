@@ -311,8 +311,7 @@ public final class RedisSequencer: CommandSequencer {
     stats.rereads += 1
     let arguments = [
       "FCALL", Self.function("open"), "3", Self.sessionKey(session), Self.epochKey,
-      Self.positionKey,
-      settings.epoch, session, entry.keyHash?.hex ?? "", channel,
+      Self.positionKey, settings.epoch, session, entry.keyHash?.hex ?? "", channel,
     ]
     commands.send(arguments) { [weak self] result in self?.readAnswered(session, result) }
   }

@@ -85,6 +85,23 @@ extension SequencerTests {
     }
   }
 
+  /// A damaged hash whose key is sound keeps that key: another key's holder
+  /// cannot take the session over through the damage.
+  @Test func damagedHashKeepsItsSoundKey() throws {
+    let client = try redis.blocking()
+    let key = KeyHash(of: "the host's"), other = KeyHash(of: "another")
+    try client.command([
+      "HSET", RedisSequencer.sessionKey("dk"), "phase", "idle", "duration", "x", "key", key.hex,
+    ])
+    let start = SessionCommand.start(.seconds(30), finishedLabel: nil)
+    #expect(
+      try commandCall(client, "dk", start, presented: other, epoch: epoch) == [
+        "rejected", "forbidden",
+      ])
+    #expect(try commandCall(client, "dk", start, presented: key, epoch: epoch).first == "ok")
+    #expect(try client.command(["HGET", RedisSequencer.sessionKey("dk"), "key"]).text == key.hex)
+  }
+
   /// A caller's base record out of range is refused, never stored.
   @Test func damagedBaseIsRefused() throws {
     let client = try redis.blocking()
