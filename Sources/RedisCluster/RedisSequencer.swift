@@ -65,9 +65,11 @@ public final class RedisSequencer: CommandSequencer {
   /// instances each call their own through a rolling upgrade.
   static let library = "countdown_v2"
   static func function(_ name: String) -> String { "\(library)_\(name)" }
-  /// What this instance renews its viewer counts within, well inside the
-  /// few minutes the function keeps them (VIEW_MS in countdown.lua).
-  static let viewerRefreshMs: Int64 = 60_000
+  /// A full round of renewals (see `renew`) takes about this long, well
+  /// inside the few minutes the function keeps viewer hashes (VIEW_MS in
+  /// countdown.lua); at least this many sessions go in each call.
+  static let renewRoundMs: Int64 = 60_000
+  static let renewBatch = 1000
 
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
@@ -104,9 +106,8 @@ public final class RedisSequencer: CommandSequencer {
     var revision: UInt64 = 0
     var loading = true
     var keyHash: KeyHash?
-    /// The viewer count this instance last sent, and when (ms).
+    /// The viewer count this instance last sent.
     var sentViewers: Int?
-    var sentViewersAt: Int64 = 0
     /// The version of the last sum shown (see `showViewers`).
     var viewerVersion: Int64 = 0
   }
@@ -138,6 +139,8 @@ public final class RedisSequencer: CommandSequencer {
   public let instance = Hub.randomEpoch()
   /// The instances whose heartbeat had expired at the last heartbeat.
   private var expiredInstances: Set<String> = []
+  /// Sessions whose viewer hash the next renewals renew (see `renew`).
+  private var renewQueue: [String] = []
 
   public init(
     settings: Settings, clock: any WallClock = SystemClock(),
@@ -481,12 +484,12 @@ public final class RedisSequencer: CommandSequencer {
     let now = clock.nowMilliseconds()
     if now - (heartbeatAt ?? .min / 2) >= min(1000, settings.heartbeatTTLMs / 3) {
       heartbeat(first: heartbeatAt == nil)
+      renew()
       heartbeatAt = now
     }
     for (session, entry) in open where !entry.loading {
       let local = hub.localViewers(of: session) ?? 0
-      let due = now - entry.sentViewersAt >= Self.viewerRefreshMs
-      guard local != entry.sentViewers || due else { continue }
+      guard local != entry.sentViewers else { continue }
       sendViewers(session, local)
     }
   }
@@ -495,7 +498,6 @@ public final class RedisSequencer: CommandSequencer {
   /// open, which only recounts the sum) and shows the sum that comes back.
   private func sendViewers(_ session: String, _ local: Int) {
     open[session]?.sentViewers = local
-    open[session]?.sentViewersAt = clock.nowMilliseconds()
     let arguments = [
       "FCALL", Self.function("viewers"), "3", Self.viewerKey(session), Self.instancesKey,
       Self.sessionIndexKey(instance), instance, String(local), channel, session,
@@ -507,6 +509,19 @@ public final class RedisSequencer: CommandSequencer {
       else { return }
       self?.showViewers(session, sum: Int(sum), version: version)
     }
+  }
+
+  /// Keeps the viewer hashes of the sessions open here (and this instance's
+  /// index) from expiring: each heartbeat renews the next slice of them, so
+  /// a round takes about `renewRoundMs` whatever the session count, and
+  /// Redis still gets a bounded call a second, not one per session.
+  private func renew() {
+    if renewQueue.isEmpty { renewQueue = open.filter { !$0.value.loading }.map(\.key) }
+    let batch = max(Self.renewBatch, open.count / Int(Self.renewRoundMs / 1000))
+    let slice = renewQueue.suffix(batch)
+    renewQueue.removeLast(slice.count)
+    let keys = [Self.sessionIndexKey(instance)] + slice.map(Self.viewerKey)
+    commands.send(["FCALL", Self.function("renew"), String(keys.count)] + keys) { _ in }
   }
 
   /// One call a second, whatever the session count. When this instance's own

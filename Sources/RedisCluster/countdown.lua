@@ -27,7 +27,7 @@ local PATCHES_PER_SECOND = 5
 local KEEP_MS = 7 * 86400 * 1000
 -- What a session nobody commanded leaves behind (a creation time, viewer
 -- counts) outlives the last instance that has it open by this long: those
--- instances renew it well within it.
+-- instances renew the viewer counts well within it (see renew).
 local VIEW_MS = 180000
 
 local function int(n) return string.format('%.0f', n) end
@@ -410,6 +410,15 @@ local function viewers(keys, args)
   return {sum, version}
 end
 
+-- Renews what sessions open on an instance keep (their viewer hashes, the
+-- instance's index) for another VIEW_MS: the instance sends a slice of them
+-- with each heartbeat. KEYS: the keys to renew. Returns how many exist.
+local function renew(keys)
+  local renewed = 0
+  for i = 1, #keys do renewed = renewed + redis.call('PEXPIRE', keys[i], VIEW_MS) end
+  return renewed
+end
+
 -- An instance forgot a session: its field and index entry go, and when no
 -- live instance has the session open any more, so do its viewer hash and
 -- its session hash (unless a run is still in it: that one keeps its TTL).
@@ -472,5 +481,6 @@ redis.register_function('countdown_v2_command', command)
 redis.register_function('countdown_v2_viewers', viewers)
 redis.register_function('countdown_v2_open', open)
 redis.register_function('countdown_v2_forget', forget)
+redis.register_function('countdown_v2_renew', renew)
 redis.register_function('countdown_v2_heartbeat', heartbeat)
 redis.register_function('countdown_v2_reap', reap)

@@ -42,6 +42,27 @@ extension SequencerTests {
     for (key, ttl) in left {
       #expect(ttl > 0 && ttl <= 180_000, "\(key) lives \(ttl) ms")
     }
+    // While the session is open, the heartbeats renew what it keeps.
+    let counts = RedisSequencer.viewerKey("watch")
+    let index = RedisSequencer.sessionIndexKey(a.sequencer.instance)
+    // Past the first heartbeats (the first resends every count, which renews too).
+    for _ in 0..<2 {
+      let score = try client.command(["ZSCORE", RedisSequencer.instancesKey, a.sequencer.instance])
+      waitFor(loop, "a heartbeat") {
+        a.hub.advance(now: now())
+        let next = try? client.command([
+          "ZSCORE", RedisSequencer.instancesKey, a.sequencer.instance,
+        ])
+        return next != score
+      }
+    }
+    try client.command(["PEXPIRE", counts, "5000"])
+    try client.command(["PEXPIRE", index, "5000"])
+    waitFor(loop, "the viewer hash and the index renewed") {
+      a.hub.advance(now: now())
+      let ttls = [counts, index].map { try? client.command(["PTTL", $0]) }
+      return ttls.allSatisfy { if case .integer(let ttl)? = $0 { ttl > 60_000 } else { false } }
+    }
     viewer.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
     waitFor(loop, "the start's ack") {
       viewer.read(a.hub)
@@ -109,7 +130,7 @@ extension SequencerTests {
     let registered = source.split(separator: "\n").filter {
       $0.hasPrefix("redis.register_function(")
     }
-    #expect(registered.count == 6)
+    #expect(registered.count == 7)
     for line in registered {
       #expect(line.hasPrefix("redis.register_function('\(RedisSequencer.library)_"), "\(line)")
     }
