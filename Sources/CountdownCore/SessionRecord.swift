@@ -112,6 +112,11 @@ public struct SessionRecord: Equatable, Sendable {
       guard let endsAt, Self.epochMsRange.contains(endsAt), remainingMs == nil else {
         return "a running record needs endsAt in range and no remainingMs"
       }
+      // No command sets a deadline more than the longest run past its own
+      // time; a later one would overflow the 32-bit seconds a tick shows.
+      guard endsAt - updatedAt <= Self.aheadMsRange.upperBound else {
+        return "a running record's endsAt is more than 30 days after its updatedAt"
+      }
     case .paused:
       guard let remainingMs, (1...Self.aheadMsRange.upperBound).contains(remainingMs), endsAt == nil
       else { return "a paused record needs remainingMs in range and no endsAt" }

@@ -32,6 +32,8 @@ import Testing
     #expect(bad.damage != nil)
     bad.endsAt = nil
     #expect(bad.damage != nil)
+    bad.endsAt = SessionRecord.epochMsRange.upperBound
+    #expect(bad.damage != nil, "in range, but further ahead than any command sets")
     bad = running
     bad.updatedAt = -1
     #expect(bad.damage != nil)
