@@ -108,6 +108,12 @@ public enum FunctionLibrary {
       if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused then
         return nil, 'fields disagree with the phase'
       end
+      -- No command sets a deadline more than the longest run past its own time.
+      local updated = integer(f.updatedAt, 0, EPOCH_MAX)
+      if f.updatedAt ~= nil and not updated then return nil, 'updatedAt out of range' end
+      if running and updated and r.endsAt - updated > AHEAD_MAX then
+        return nil, "endsAt is more than 30 days after updatedAt"
+      end
       return r
     end
 
@@ -272,6 +278,8 @@ public enum FunctionLibrary {
           endsAt = args[10] ~= '-' and args[10] or nil,
           remainingMs = args[11] ~= '-' and args[11] or nil,
           revision = args[12], label = args[13] ~= '' and args[13] or nil,
+          -- The caller's record was written at or before now.
+          updatedAt = int(at),
         })
         if not base or not base.stored then return {'rejected', 'bad_request'} end
         base.created = (r and r.created ~= 0 and r.created)

@@ -21,6 +21,14 @@ extension SequencerTests {
       "endsAt 2^64",
       ["phase", "running", "duration", "5", "endsAt", "18446744073709551616", "revision", "3"]
     ),
+    (
+      "endsAt 31 days after updatedAt",
+      [
+        "phase", "running", "duration", "5", "endsAt", "1796118556403", "updatedAt",
+        "1793440156403",
+        "revision", "3",
+      ]
+    ),
     ("endsAt hex", ["phase", "running", "duration", "5", "endsAt", "0x10", "revision", "3"]),
     ("running without endsAt", ["phase", "running", "duration", "5", "revision", "3"]),
     (

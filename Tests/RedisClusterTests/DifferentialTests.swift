@@ -51,7 +51,9 @@ struct SeededRandom: RandomNumberGenerator {
         labels.filter { $0.map(SessionRecord.isValidFinishedLabel) ?? true }, &random),
       revision: pick(
         [0, 1, UInt64.random(in: 0...1_000_000, using: &random), SessionRecord.maxCounter - 1],
-        &random))
+        &random),
+      // Written now: the function takes a caller's record as written at its own time.
+      updatedAt: t)
     switch record.phase {
     case .running:
       record.endsAt = pick(
