@@ -230,7 +230,9 @@ public final class RedisSequencer: CommandSequencer {
         "FCALL", Self.function("command"), "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
       ] + RecordMessage.arguments(of: request.current) + [
-        String(redisDeadline()), request.presentedKeyHash?.hex ?? "",
+        // The empty slot is the command's nonce (lost replies), then the
+        // presented key's hash, which the function checks again.
+        String(redisDeadline()), "", request.presentedKeyHash?.hex ?? "",
       ]
     let ticket = request.ticket
     let session = request.session

@@ -249,8 +249,8 @@ end
 -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
 -- label): the base when Redis has lost the session's hash; last, optional,
 -- the latest Redis time (ms) at which the caller still waits for the answer
--- ('' for none); then the hash of the key the commanding connection holds
--- ('' in open mode).
+-- ('' for none); then a slot the command's nonce takes (''); then the hash
+-- of the key the commanding connection holds ('' in open mode).
 -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
 -- A rotation also publishes `key <session> <revision> <hash>` first, so every
 -- instance stops taking the old key.
@@ -263,7 +263,7 @@ local function command(keys, args)
   if deadline and at > deadline then return {'expired'} end
   local other = check_epoch(keys[2], epoch)
   if other then return {'epoch', other} end
-  local presented = args[15] or ''
+  local presented = args[16] or ''
   local r, damage, f = read(keys[1])
   if not r or not r.stored then
     -- Redis lost the session's hash, or only `open` wrote it, or it is

@@ -16,7 +16,7 @@ func commandCall(
       "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(session),
       RedisSequencer.epochKey, RedisSequencer.positionKey, epoch, "countdown:changes:0", session,
       op, first, second, label,
-    ] + RecordMessage.arguments(of: base) + ["", presented?.hex ?? ""])
+    ] + RecordMessage.arguments(of: base) + ["", "", presented?.hex ?? ""])
   return reply.elements?.compactMap(\.text) ?? []
 }
 
@@ -101,7 +101,7 @@ func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws 
         "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey("r"),
         RedisSequencer.epochKey,
         RedisSequencer.positionKey, "E", "countdown:changes:0", "r", "rotate_key", "XYZ", "", "",
-      ] + RecordMessage.arguments(of: SessionRecord()) + ["", other.hex])
+      ] + RecordMessage.arguments(of: SessionRecord()) + ["", "", other.hex])
     #expect(reply.elements?.compactMap(\.text) == ["rejected", "bad_request"])
   }
 }
