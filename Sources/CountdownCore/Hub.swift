@@ -632,7 +632,7 @@ public final class Hub {
     while let index = heap.popDue(now: now) { due.append(SessionHandle(index)) }
     for handle in due where sessions.contains(handle) {
       if let tick = sessions[handle].machine.nextTickDue, tick <= now {
-        stats.tickLatenessMs.observe(Double(now - tick))
+        stats.tickLatenessMs.observe(Double(now) - Double(tick))
       }
       transition(handle) { $0.advance(now: now) }
     }

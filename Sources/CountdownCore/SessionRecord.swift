@@ -140,19 +140,32 @@ public struct SessionRecord: Equatable, Sendable {
   /// The record after `command`, sequenced at `at`, or the error the command
   /// gets. Pure: the in-memory and SQLite sequencers call it, and Redis's
   /// function mirrors it, so a command replayed anywhere gives the same record.
+  ///
+  /// Every number that came from outside (a client's deadline, a record
+  /// read back) is checked against its range before any arithmetic, and every
+  /// sum or difference of times reports overflow rather than trapping: a
+  /// result outside `epochMsRange` or `aheadMsRange` is `bad_request`. A
+  /// clock outside `epochMsRange` (a broken host) is `unavailable`, since no
+  /// record made at it could be stored.
   public func applying(_ command: SessionCommand, at: Int64) -> Result<SessionRecord, ErrorCode> {
+    guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
     var next = settled(at: at)
     switch (command, next.phase) {
     case (.start, .running), (.start, .paused):
       return .failure(.busy)
     case (.start(let length, let label), _):
+      if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
       let endsAt: Int64
       switch length {
       case .seconds(let seconds):
-        guard Self.secondsRange.contains(seconds) else { return .failure(.badRequest) }
-        endsAt = at + Int64(seconds) * 1000
+        guard Self.secondsRange.contains(seconds),
+          let deadline = Self.moment(at, plusMs: Int64(seconds) * 1000)
+        else { return .failure(.badRequest) }
+        endsAt = deadline
       case .until(let deadline):
-        guard Self.aheadMsRange.contains(deadline - at) else { return .failure(.badRequest) }
+        guard Self.epochMsRange.contains(deadline),
+          let ahead = Self.span(from: at, to: deadline), Self.aheadMsRange.contains(ahead)
+        else { return .failure(.badRequest) }
         endsAt = deadline
       }
       next.phase = .running
@@ -169,27 +182,39 @@ public struct SessionRecord: Equatable, Sendable {
     case (.pause, _) where next.phase != .running:
       return .failure(.notRunning)
     case (.pause, _):
+      // A clock stepped back by weeks could leave more than a run may hold.
+      guard let endsAt = next.endsAt, let left = Self.span(from: at, to: endsAt) else {
+        return .failure(.badRequest)
+      }
       next.phase = .paused
-      next.remainingMs = next.endsAt! - at
+      next.remainingMs = min(left, Self.aheadMsRange.upperBound)
       next.endsAt = nil
     case (.resume, .paused):
+      guard let left = next.remainingMs, let endsAt = Self.moment(at, plusMs: left) else {
+        return .failure(.badRequest)
+      }
       next.phase = .running
-      next.endsAt = at + next.remainingMs!
+      next.endsAt = endsAt
       next.remainingMs = nil
     case (.resume, _):
       return .failure(.notPaused)
     case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
       guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
       let delta = Int64(seconds) * 1000
-      let left = (next.endsAt.map { $0 - at } ?? next.remainingMs!) + delta
-      guard left <= Self.aheadMsRange.upperBound else { return .failure(.badRequest) }
-      next.duration = max(0, next.duration + seconds)
+      let before = next.endsAt.flatMap { Self.span(from: at, to: $0) } ?? next.remainingMs
+      guard let before, case (let left, false) = before.addingReportingOverflow(delta),
+        left <= Self.aheadMsRange.upperBound
+      else { return .failure(.badRequest) }
+      // Clamped both ways, so a run adjusted for ever never leaves what storage keeps.
+      next.duration = min(
+        Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
       if left <= 0 {
         next.phase = .finished
         next.endsAt = nil
         next.remainingMs = nil
       } else if next.phase == .running {
-        next.endsAt = at + left
+        guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
+        next.endsAt = endsAt
       } else {
         next.remainingMs = left
       }
@@ -205,8 +230,22 @@ public struct SessionRecord: Equatable, Sendable {
     return .success(next)
   }
 
+  /// `from + ms` when it is a moment a record may hold, else nil.
+  static func moment(_ from: Int64, plusMs ms: Int64) -> Int64? {
+    let (sum, overflow) = from.addingReportingOverflow(ms)
+    return !overflow && epochMsRange.contains(sum) ? sum : nil
+  }
+
+  /// `to − from` in ms, or nil when it does not fit in an Int64.
+  static func span(from: Int64, to: Int64) -> Int64? {
+    let (difference, overflow) = to.subtractingReportingOverflow(from)
+    return overflow ? nil : difference
+  }
+
   /// Whole seconds in `ms`, rounded up: what a countdown shows.
-  public static func wholeSeconds(_ ms: Int64) -> Int64 { ms <= 0 ? 0 : (ms + 999) / 1000 }
+  public static func wholeSeconds(_ ms: Int64) -> Int64 {
+    ms <= 0 ? 0 : ms / 1000 + (ms % 1000 == 0 ? 0 : 1)
+  }
 }
 
 /// A command's place in the sequencer, from `Hub` to the sequencer and back.

@@ -133,9 +133,16 @@ public struct SessionStateMachine: Sendable {
   /// Moves `seq` past every patch that could have been sent since `record`
   /// was written, here before a restart or on another instance, so that a
   /// client that saw such a patch never sees seq go back.
+  /// The record may come from outside (a row, a Redis hash): the elapsed
+  /// time and the skip saturate rather than trap, and the floor stays within
+  /// what a page's number holds.
   mutating func skipSeq(pastPatchesSince record: SessionRecord, now: Int64) {
-    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
-    raiseSeq(to: record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond)
+    let (elapsedMs, overflow) = now.subtractingReportingOverflow(record.updatedAt)
+    let elapsedSeconds = overflow || elapsedMs < 0 ? 1 : UInt64(elapsedMs / 1000) + 1
+    let (skip, skipOverflow) = elapsedSeconds.multipliedReportingOverflow(
+      by: Self.maxUnstoredPatchesPerSecond)
+    let (floor, floorOverflow) = record.seq.addingReportingOverflow(skip)
+    raiseSeq(to: skipOverflow || floorOverflow ? SessionRecord.maxCounter : min(floor, SessionRecord.maxCounter))
   }
 
   /// Moves `seq` to at least `floor` without a patch.
@@ -242,11 +249,11 @@ public struct SessionStateMachine: Sendable {
     case .running:
       let endsAt = record.endsAt ?? now
       state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
-      remaining = Int32(SessionRecord.wholeSeconds(endsAt - now))
+      remaining = Self.wholeSeconds(from: now, to: endsAt)
     case .paused:
       let left = record.remainingMs ?? 0
       state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
-      remaining = Int32(SessionRecord.wholeSeconds(left))
+      remaining = Int32(clamping: SessionRecord.wholeSeconds(left))
     case .idle:
       state = .idle
       remaining = 0
@@ -284,8 +291,7 @@ public struct SessionStateMachine: Sendable {
     let before = published
     var changed = false
     if case .running(let endsAt, let finishedLabel) = state {
-      let left = endsAt - now
-      if left <= 0 {
+      if endsAt <= now {
         state = .finished(label: finishedLabel)
         remaining = 0
         publishedViewers = liveViewers
@@ -293,7 +299,7 @@ public struct SessionStateMachine: Sendable {
         changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
-        let next = Int32(SessionRecord.wholeSeconds(left))
+        let next = Self.wholeSeconds(from: now, to: endsAt)
         changed = next != remaining
         remaining = next
       }
@@ -338,10 +344,20 @@ public struct SessionStateMachine: Sendable {
     return set
   }
 
+  /// Whole seconds shown from `now` to a deadline: a deadline from a record
+  /// may be decades off (within `epochMsRange`), so the difference is checked
+  /// and the count clamped to what a 32-bit field shows.
+  static func wholeSeconds(from now: Int64, to endsAt: Int64) -> Int32 {
+    let (left, overflow) = endsAt.subtractingReportingOverflow(now)
+    if overflow { return endsAt > now ? .max : 0 }
+    return Int32(clamping: SessionRecord.wholeSeconds(left))
+  }
+
   /// When the next tick (or the finish) of a run is due.
   public var nextTickDue: Int64? {
     guard case .running(let endsAt, _) = state else { return nil }
-    return endsAt - Int64(remaining - 1) * 1000
+    let (due, overflow) = endsAt.subtractingReportingOverflow(Int64(remaining - 1) * 1000)
+    return overflow ? endsAt : due
   }
 
   /// When this session next needs `advance(now:)`, if ever.

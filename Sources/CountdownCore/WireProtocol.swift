@@ -77,6 +77,23 @@ public enum WireCodec {
   /// anything longer only costs a hash.
   public static let maxKeyLength = 128
 
+  /// The longest ping `t` literal; the pong repeats it.
+  public static let maxPingTLength = CommandID.maxNumberLength
+  /// Client text quoted in an error message is cut to this many characters,
+  /// so an error costs about the same whatever the client sent.
+  public static let maxEchoLength = 32
+
+  /// `text` in quotes for an error message: at most `maxEchoLength` Unicode
+  /// scalars (not characters, since one character may join any number of
+  /// scalars), with an ellipsis when cut.
+  static func echo(_ text: String) -> String {
+    let scalars = text.unicodeScalars
+    guard scalars.count > maxEchoLength else { return "\"\(text)\"" }
+    var cut = String.UnicodeScalarView()
+    cut.append(contentsOf: scalars.prefix(maxEchoLength))
+    return "\"\(String(cut))…\""
+  }
+
   /// Decodes one text frame. Every failure names the error code the client gets.
   public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
     let value: JSONValue
@@ -90,7 +107,7 @@ public enum WireCodec {
         return .failure(
           CommandError(.badRequest, "JSON nested deeper than \(JSONParser.defaultMaxDepth) levels"))
       case .duplicateKey(let key):
-        return .failure(CommandError(.badRequest, "duplicate key \"\(key)\""))
+        return .failure(CommandError(.badRequest, "duplicate key \(echo(key))"))
       }
     }
     guard case .object(let fields) = value else {
@@ -124,18 +141,19 @@ public enum WireCodec {
       }
       if let raw = fields["until"] {
         guard length == nil else { return fail("give seconds or until, not both") }
-        guard let value = raw.integer else {
-          return fail("until must be an integer: a deadline in epoch milliseconds")
+        let range = SessionRecord.epochMsRange
+        guard let value = raw.integer, range.contains(Int64(value)) else {
+          return fail(
+            "until must be an integer from \(range.lowerBound) to \(range.upperBound): a deadline in epoch milliseconds"
+          )
         }
         length = .until(Int64(value))
       }
       var finishedLabel: String?
       if let raw = fields["finishedLabel"] {
-        guard case .string(let label) = raw, !label.isEmpty,
-          label.unicodeScalars.count <= SessionConfig.maxFinishedLabelLength
-        else {
+        guard case .string(let label) = raw, SessionRecord.isValidFinishedLabel(label) else {
           return fail(
-            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters"
+            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters, none of them a control character"
           )
         }
         finishedLabel = label
@@ -155,8 +173,11 @@ public enum WireCodec {
       }
       return .success(ClientMessage(command: .adjust(seconds: value), id: id))
     case "ping":
-      guard case .number(let t)? = fields["t"], t.utf8.count <= CommandID.maxNumberLength else {
-        return fail("t must be a number of at most \(CommandID.maxNumberLength) characters")
+      // Echoed verbatim, so only a short literal the page can read back as a finite number.
+      guard case .number(let t)? = fields["t"], t.utf8.count <= maxPingTLength,
+        Double(t)?.isFinite == true
+      else {
+        return fail("t must be a finite number of at most \(maxPingTLength) characters")
       }
       return .success(ClientMessage(command: .ping(t: t), id: id))
     case "auth":
@@ -166,7 +187,7 @@ public enum WireCodec {
     case "rotate_key":
       return .success(ClientMessage(command: .rotateKey, id: id))
     default:
-      return fail("unknown op \"\(op)\"")
+      return fail("unknown op \(echo(op))")
     }
   }
 

@@ -23,6 +23,9 @@ struct Options {
   var storeQueueLimit = SQLiteStore.defaultQueueLimit
   /// Cluster mode: sessions live in Redis, shared with other instances.
   var redis: RedisAddress?
+  /// The file holding Redis's AUTH password; the password itself is read at
+  /// start-up and never kept here, shown or logged.
+  var redisPasswordFile: String?
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -116,6 +119,10 @@ struct Options {
           "--hangup-after (\(options.server.hangUpAfterSeconds), from \(options.sources["--hangup-after"]!)) "
           + "must be longer than --ping-after (\(options.server.pingAfterSeconds), from \(options.sources["--ping-after"]!))"
       )
+    }
+    if options.redis?.username != nil && options.redisPasswordFile == nil {
+      throw UsageError(
+        message: "--redis names an ACL user: give its password with --redis-password-file")
     }
     if options.redis != nil && options.server.eventLoop != .libev {
       throw UsageError(
@@ -395,6 +402,12 @@ extension Options {
         }
       },
       show: { $0.redis?.description ?? "" }),
+    OptionSpec(
+      flag: "--redis-password-file", valueName: "PATH", section: .storage,
+      help: "Authenticate to Redis (AUTH, as the user in --redis\n"
+        + "if it names one: redis://USER@IP:PORT) with the\npassword in this file.",
+      apply: { o, v, n throws(UsageError) in o.redisPasswordFile = try parseNonEmpty(v, n) },
+      show: { $0.redisPasswordFile ?? "" }),
 
     OptionSpec(
       flag: "--log-format", valueName: "json|text", section: .operating,

@@ -52,6 +52,21 @@ import Testing
     #expect(contract["maxMessageBytes"] as? Int == WireCodec.maxMessageBytes)
   }
 
+  /// The ranges every number is checked against before arithmetic: moments,
+  /// durations, ids, a ping's t and the input an error may quote.
+  @Test func valueRanges() throws {
+    let contract = try Self.contract()
+    #expect(
+      range(contract["epochMs"]).map { Int64($0.lowerBound)...Int64($0.upperBound) }
+        == SessionRecord.epochMsRange)
+    #expect(range(contract["durationSeconds"]) == SessionRecord.durationRange)
+    let id = try #require(contract["idMaxLength"] as? [String: Int])
+    #expect(id["number"] == CommandID.maxNumberLength)
+    #expect(id["string"] == CommandID.maxStringLength)
+    #expect(contract["pingTMaxLength"] as? Int == WireCodec.maxPingTLength)
+    #expect(contract["errorEchoMaxLength"] as? Int == WireCodec.maxEchoLength)
+  }
+
   /// Phases, default labels, ops, the subprotocol and the session id rule.
   @Test func vocabulary() throws {
     let contract = try Self.contract()
