@@ -513,12 +513,6 @@ final class Database {
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
       updatedAt: try integer(8, "updated_at"))
     if let damage = record.damage { throw RowDamage(damage) }
-    // A command never sets a deadline more than the longest run past its
-    // own time; one further out would not fit the seconds a session counts.
-    if let endsAt = record.endsAt, endsAt - record.updatedAt > SessionRecord.aheadMsRange.upperBound
-    {
-      throw RowDamage("endsAt \(endsAt) is further ahead of updatedAt than any run")
-    }
     return StoredSession(id: id, record: record, keyHash: keyHash)
   }
 

@@ -32,5 +32,10 @@ func collectClusterStats(_ cluster: RedisSequencer, into writer: inout MetricsWr
       "countdown_redis_disconnects_total", .counter, "Redis connections lost.",
       Double(stats.reconnects)
     ),
+    (
+      "countdown_redis_damaged_records_total", .counter,
+      "Records from Redis out of range or unreadable: dropped, or reset by the function.",
+      Double(stats.damagedRecords)
+    ),
   ])
 }

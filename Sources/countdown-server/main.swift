@@ -127,9 +127,14 @@ if let redis = options.redis {
   store = nil
   do {
     // Blocking is fine here: the listener is not open yet.
-    let epoch = try RedisSequencer.prepare(redis, proposedEpoch: Hub.randomEpoch())
+    let password = try options.redisPasswordFile.map { (file) throws(RedisError) in
+      try RedisPassword.read(file: file)
+    }
+    let epoch = try RedisSequencer.prepare(
+      redis, password: password, proposedEpoch: Hub.randomEpoch())
     stored.epoch = epoch
-    cluster = RedisSequencer(settings: RedisSequencer.Settings(address: redis, epoch: epoch)) {
+    let settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+    cluster = RedisSequencer(settings: settings) {
       work in
       // hiredis runs on the service thread's loop, but outside lws's
       // callbacks: the queue runs the work and then pushes what changed.
@@ -139,7 +144,7 @@ if let redis = options.redis {
     log.info("cluster_joined", ["redis": LogValue(redis.description), "epoch": LogValue(epoch)])
   } catch {
     log.error(
-      "redis_unreachable",
+      error.kind == .authentication ? "redis_auth_failed" : "redis_unreachable",
       ["redis": LogValue(redis.description), "error": LogValue(error.description)])
     log.flush()
     report("\(error.description)")

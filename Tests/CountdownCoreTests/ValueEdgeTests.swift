@@ -262,7 +262,7 @@ import Testing
   /// session is unchanged, and the next start works.
   @Test func untilOverflowThroughTheHub() throws {
     let hub = Hub(config: HubConfig(), epoch: "e")
-    guard case .joined(let viewer) = hub.connect(session: "s", now: t0) else {
+    guard case .joined(let viewer) = hub.connect(session: "s", peer: "127.0.0.1", now: t0) else {
       Issue.record("join refused")
       return
     }

@@ -19,7 +19,7 @@ import Testing
     ),
     (
       "ends-at-9999", "'ends-at-9999', 'running', 60, 253402300799999, NULL, NULL, 1, 1, 1000",
-      "further ahead of updatedAt"
+      "more than 30 days after its updatedAt"
     ),
     (
       "duration-2-40", "'duration-2-40', 'running', 1099511627776, 61000, NULL, NULL, 1, 1, 1000",

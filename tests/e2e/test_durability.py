@@ -307,7 +307,7 @@ DAMAGED_ROWS = {
     "ends-at-2-63": ("'running', 60, 9223372036854775808, NULL, NULL, 1, 1, {now}", "ends_at holds real"),
     "ends-at-minus-2-63": ("'running', 60, -9223372036854775808, NULL, NULL, 1, 1, {now}", "endsAt in range"),
     # In range for a record, but a deadline no command could set: seconds left past Int32.
-    "ends-at-year-9999": ("'running', 60, 253402300799999, NULL, NULL, 1, 1, {now}", "further ahead"),
+    "ends-at-year-9999": ("'running', 60, 253402300799999, NULL, NULL, 1, 1, {now}", "more than 30 days after"),
     "duration-2-40": ("'running', 1099511627776, {ends}, NULL, NULL, 1, 1, {now}", "duration 1099511627776"),
     "duration-text": ("'running', 'sixty', {ends}, NULL, NULL, 1, 1, {now}", "duration holds text"),
     "updated-at-1e308": ("'running', 60, {ends}, NULL, NULL, 1, 1, 1e308", "updated_at holds real"),
