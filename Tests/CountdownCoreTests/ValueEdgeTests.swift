@@ -238,7 +238,7 @@ import Testing
   @Test(arguments: neverValid)
   func edgesThroughTheHub(_ literal: String) throws {
     let hub = Hub(config: HubConfig(commandsPerSecond: 1000), epoch: "e")
-    guard case .joined(let viewer) = hub.connect(session: "s", now: t0) else {
+    guard case .joined(let viewer) = hub.connect(session: "s", peer: "127.0.0.1", now: t0) else {
       Issue.record("join refused")
       return
     }

@@ -232,7 +232,9 @@ private final class World {
       case 3: UInt64.max
       default: SessionRecord.maxCounter
       }
-    switch hub.connect(session: session, key: key, since: since, now: now) {
+    // A few addresses, so the per-address caps are reached from more than one.
+    let peer = "10.0.0.\(nextSerial % 3)"
+    switch hub.connect(session: session, key: key, since: since, peer: peer, now: now) {
     case .joined(let id):
       check(!viewers.contains { $0.id == id }, "connection id \(id) handed out twice")
       viewers.append(Viewer(id: id, serial: nextSerial, session: session))
@@ -286,7 +288,15 @@ private final class World {
       fields.append(("op", quoted("start")))
       fields.append((String(key.dropFirst().dropLast()), "1"))
       fields.append((String(key.dropFirst().dropLast()), "2"))
-    case 8: fields.append(("op", quoted("rotate_key")))
+    case 8:
+      if program.byte() % 2 == 0 {
+        fields.append(("op", quoted("rotate_key")))
+      } else {
+        // A key presented in the first message instead of the URL.
+        fields.append(("op", quoted("auth")))
+        let known = keys[sessionNames[Int(program.byte()) % sessionNames.count]] ?? "none"
+        fields.append(("key", quoted(program.pick([known, "wrong", "", known + "x"]))))
+      }
     default:
       fields.append(("op", quoted("adjust")))
       fields.append(
@@ -340,11 +350,16 @@ private final class World {
     if let id, !viewers[index].sent.insert(id).inserted {
       viewers[index].ambiguous.insert(id)
     }
+    if case .success(let message) = decoded, message.command.changesNothing {
+      // A ping or an auth is answered without a record: its ack is not checked.
+      if let id { viewers[index].ambiguous.insert(id) }
+      check(after == before, "a \(message.command) changed the record")
+      return
+    }
     if let store {
       // Nothing is applied before its write is committed, where its ack is checked.
       check(after.revision == before.revision, "a held command changed the record")
-      guard case .success(let message) = decoded else { return }
-      if case .ping = message.command { return }
+      guard case .success = decoded else { return }
       let sender = Sender(serial: viewer.serial, id: id)
       if store.held.count > held, let last = store.held.last {
         inFlight[last.ticket.value] = sender
@@ -437,7 +452,7 @@ private final class World {
     while let frame = hub.nextFrame(for: viewers[index].id, now: now) {
       read(frame, into: index)
       written += 1
-      check(written <= Hub.maxPendingReplies + 8, "nextFrame never returned nil")
+      check(written <= Hub.maxPendingReplyBytes / 16 + 8, "nextFrame never returned nil")
     }
     check(!hub.hasPending(viewers[index].id), "hasPending after nextFrame returned nil")
     let session = viewers[index].session
@@ -475,10 +490,11 @@ private final class World {
     }
     switch type {
     case "snapshot":
-      check(viewers[index].model == nil, "a second snapshot on one connection: \(text)")
+      // A fresh one follows when the connection's role changes (auth, rotate_key).
       guard case .object(let state)? = fields["state"] else { fatalError("no state: \(text)") }
       let seq = seqField()
       check(seq >= maxSeq[session] ?? 0, "a snapshot's seq \(seq) went back: \(text)")
+      check(seq >= viewers[index].seq, "a fresh snapshot's seq \(seq) went back: \(text)")
       viewers[index].model = state.filter { $0.value != .null }
       viewers[index].seq = seq
       maxSeq[session] = max(maxSeq[session] ?? 0, seq)
@@ -495,6 +511,7 @@ private final class World {
       maxSeq[session] = max(maxSeq[session] ?? 0, seq)
     case "ack":
       check(viewers[index].model != nil, "an ack before the snapshot: \(text)")
+      if case .string(let key)? = fields["key"] { keys[session] = key }
       if let id = idField(fields, text), !viewers[index].ambiguous.contains(id) {
         guard let revision = viewers[index].applied[id] else {
           fatalError("an ack for a command that changed nothing: \(text)")
@@ -580,4 +597,13 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   for viewer in world.viewers { world.hub.disconnect(viewer.id, now: world.now) }
   check(world.hub.connectionCount == 0, "connections left after every viewer left")
   return 0
+}
+
+extension ClientCommand {
+  /// Answered without a sequenced record.
+  fileprivate var changesNothing: Bool {
+    if case .ping = self { return true }
+    if case .auth = self { return true }
+    return false
+  }
 }
