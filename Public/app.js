@@ -40,6 +40,7 @@ import {
   shareLinks,
   viewersText,
 } from "./logic.js";
+import { whyRefused } from "./origin.js";
 
 // connecting: the first attempt; live: this connection has its snapshot;
 // reconnecting: lost, retrying with backoff; closed: the server said not to retry.
@@ -198,6 +199,8 @@ function dropSocket() {
 }
 
 function onClose(ev) {
+  // Only a page that was never live can be refused for its origin.
+  if (!model.state) whyRefused(lang).then((text) => text && showRefusal(text));
   forgetSocket();
   const { retry, why } = closeOutcome(ev.code, ev.reason, ev.wasClean);
   if (!retry) {
@@ -207,6 +210,13 @@ function onClose(ev) {
     return;
   }
   scheduleReconnect(why ? { kind: "error", text: t[why] } : null);
+}
+
+/** The server refuses this page's origin: say so until the link is live. */
+function showRefusal(text) {
+  if (model.conn === "live") return;
+  model.message = { kind: "error", text };
+  render();
 }
 
 // Stays "reconnecting" while retrying (rather than flickering back to

@@ -9,11 +9,16 @@ export const CONTRACT = Object.freeze({
   "seconds": { "min": 1, "max": 86400 },
   "adjustSeconds": { "min": -86400, "max": 86400 },
   "untilAheadMs": { "min": 1000, "max": 2592000000 },
+  "epochMs": { "min": 0, "max": 253402300799999 },
+  "durationSeconds": { "min": 0, "max": 2147483647 },
+  "idMaxLength": { "number": 32, "string": 128 },
+  "pingTMaxLength": 32,
+  "errorEchoMaxLength": 32,
   "finishedLabelMaxLength": 64,
   "maxMessageBytes": 4096,
   "phases": ["idle", "running", "paused", "finished"],
   "labels": { "idle": "Ready", "finished": "Countdown finished" },
-  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping"],
+  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key"],
   "errorCodes": [
     "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
     "forbidden", "too_many_sessions", "unavailable", "outcome_unknown"

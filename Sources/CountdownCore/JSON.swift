@@ -10,7 +10,10 @@ public indirect enum JSONValue: Equatable, Sendable {
   case array([JSONValue])
   case object([String: JSONValue])
 
-  /// The value as an integer, when it is a number literal with no fraction or exponent.
+  /// The value as an integer, when it is a number literal with no fraction
+  /// or exponent that fits an `Int`: `1e2`, `5.0` and anything past ±2^63
+  /// are not integers here, and `-0` is the integer 0 (which every command
+  /// field then refuses, as 0 is outside its range).
   public var integer: Int? {
     guard case .number(let literal) = self,
       !literal.contains(where: { $0 == "." || $0 == "e" || $0 == "E" })

@@ -8,6 +8,9 @@ public enum SessionCommand: Equatable, Sendable {
   case resume
   /// Moves the deadline (or the frozen time left) by this many seconds, either way.
   case adjust(seconds: Int)
+  /// Replaces the session's controller key (key mode): the hash of the new
+  /// key, which the sequencer stores so the old key stops working everywhere.
+  case rotateKey(KeyHash)
 
   /// The wire's name for the command, as counted in metrics.
   public var op: String {
@@ -17,6 +20,7 @@ public enum SessionCommand: Equatable, Sendable {
     case .pause: "pause"
     case .resume: "resume"
     case .adjust: "adjust"
+    case .rotateKey: "rotate_key"
     }
   }
 }
@@ -68,6 +72,62 @@ public struct SessionRecord: Equatable, Sendable {
   /// How far ahead a deadline may be: at least a second, at most 30 days.
   public static let aheadMsRange: ClosedRange<Int64> = 1000...2_592_000_000
 
+  /// Moments a record may hold (epoch ms, 1970 to the end of 9999): wide
+  /// enough for any real deadline, narrow enough that a sum or difference of
+  /// two of them, or of one and a duration, cannot overflow.
+  public static let epochMsRange: ClosedRange<Int64> = 0...253_402_300_799_999
+  /// Seconds a run may count in all, adjustments included: what storage keeps
+  /// in a 32-bit column.
+  public static let durationRange = 0...Int(Int32.max)
+  /// Seq and revision stay exact in a JavaScript number.
+  public static let maxCounter: UInt64 = 1 << 53 - 1
+
+  /// A finished label a client may set: 1 to 64 characters of text, with no
+  /// control characters (U+0000–U+001F, U+007F), which would reach every
+  /// viewer's screen and, with NUL, cut C strings short.
+  public static func isValidFinishedLabel(_ label: String) -> Bool {
+    let scalars = label.unicodeScalars
+    guard !scalars.isEmpty, scalars.count <= SessionConfig.maxFinishedLabelLength else {
+      return false
+    }
+    return !scalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+  }
+
+  /// Why a record that came from outside (a database row, a Redis hash or
+  /// message) cannot be taken as it is, or nil when every field is in range
+  /// and agrees with its phase. Callers check it before any arithmetic.
+  public var damage: String? {
+    guard Self.durationRange.contains(duration) else { return "duration \(duration) out of range" }
+    guard Self.epochMsRange.contains(updatedAt) else {
+      return "updatedAt \(updatedAt) out of range"
+    }
+    guard seq <= Self.maxCounter, revision <= Self.maxCounter else {
+      return "seq or revision out of range"
+    }
+    if let finishedLabel, !Self.isValidFinishedLabel(finishedLabel) {
+      return "finishedLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text"
+    }
+    switch phase {
+    case .running:
+      guard let endsAt, Self.epochMsRange.contains(endsAt), remainingMs == nil else {
+        return "a running record needs endsAt in range and no remainingMs"
+      }
+      // No command sets a deadline more than the longest run past its own
+      // time; a later one would overflow the 32-bit seconds a tick shows.
+      guard endsAt - updatedAt <= Self.aheadMsRange.upperBound else {
+        return "a running record's endsAt is more than 30 days after its updatedAt"
+      }
+    case .paused:
+      guard let remainingMs, (1...Self.aheadMsRange.upperBound).contains(remainingMs), endsAt == nil
+      else { return "a paused record needs remainingMs in range and no endsAt" }
+    case .idle, .finished:
+      guard endsAt == nil, remainingMs == nil else {
+        return "an \(phase.rawValue) record holds no endsAt or remainingMs"
+      }
+    }
+    return nil
+  }
+
   /// The record as it stands at `now`: a run whose deadline has passed is finished.
   public func settled(at now: Int64) -> SessionRecord {
     guard phase == .running, let endsAt, endsAt <= now else { return self }
@@ -80,19 +140,32 @@ public struct SessionRecord: Equatable, Sendable {
   /// The record after `command`, sequenced at `at`, or the error the command
   /// gets. Pure: the in-memory and SQLite sequencers call it, and Redis's
   /// function mirrors it, so a command replayed anywhere gives the same record.
+  ///
+  /// Every number that came from outside (a client's deadline, a record
+  /// read back) is checked against its range before any arithmetic, and every
+  /// sum or difference of times reports overflow rather than trapping: a
+  /// result outside `epochMsRange` or `aheadMsRange` is `bad_request`. A
+  /// clock outside `epochMsRange` (a broken host) is `unavailable`, since no
+  /// record made at it could be stored.
   public func applying(_ command: SessionCommand, at: Int64) -> Result<SessionRecord, ErrorCode> {
+    guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
     var next = settled(at: at)
     switch (command, next.phase) {
     case (.start, .running), (.start, .paused):
       return .failure(.busy)
     case (.start(let length, let label), _):
+      if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
       let endsAt: Int64
       switch length {
       case .seconds(let seconds):
-        guard Self.secondsRange.contains(seconds) else { return .failure(.badRequest) }
-        endsAt = at + Int64(seconds) * 1000
+        guard Self.secondsRange.contains(seconds),
+          let deadline = Self.moment(at, plusMs: Int64(seconds) * 1000)
+        else { return .failure(.badRequest) }
+        endsAt = deadline
       case .until(let deadline):
-        guard Self.aheadMsRange.contains(deadline - at) else { return .failure(.badRequest) }
+        guard Self.epochMsRange.contains(deadline),
+          let ahead = Self.span(from: at, to: deadline), Self.aheadMsRange.contains(ahead)
+        else { return .failure(.badRequest) }
         endsAt = deadline
       }
       next.phase = .running
@@ -109,40 +182,70 @@ public struct SessionRecord: Equatable, Sendable {
     case (.pause, _) where next.phase != .running:
       return .failure(.notRunning)
     case (.pause, _):
+      // A clock stepped back by weeks could leave more than a run may hold.
+      guard let endsAt = next.endsAt, let left = Self.span(from: at, to: endsAt) else {
+        return .failure(.badRequest)
+      }
       next.phase = .paused
-      next.remainingMs = next.endsAt! - at
+      next.remainingMs = min(left, Self.aheadMsRange.upperBound)
       next.endsAt = nil
     case (.resume, .paused):
+      guard let left = next.remainingMs, let endsAt = Self.moment(at, plusMs: left) else {
+        return .failure(.badRequest)
+      }
       next.phase = .running
-      next.endsAt = at + next.remainingMs!
+      next.endsAt = endsAt
       next.remainingMs = nil
     case (.resume, _):
       return .failure(.notPaused)
     case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
       guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
       let delta = Int64(seconds) * 1000
-      let left = (next.endsAt.map { $0 - at } ?? next.remainingMs!) + delta
-      guard left <= Self.aheadMsRange.upperBound else { return .failure(.badRequest) }
-      next.duration = max(0, next.duration + seconds)
+      let before = next.endsAt.flatMap { Self.span(from: at, to: $0) } ?? next.remainingMs
+      guard let before, case (let left, false) = before.addingReportingOverflow(delta),
+        left <= Self.aheadMsRange.upperBound
+      else { return .failure(.badRequest) }
+      // Clamped both ways, so a run adjusted for ever never leaves what storage keeps.
+      next.duration = min(
+        Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
       if left <= 0 {
         next.phase = .finished
         next.endsAt = nil
         next.remainingMs = nil
       } else if next.phase == .running {
-        next.endsAt = at + left
+        guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
+        next.endsAt = endsAt
       } else {
         next.remainingMs = left
       }
     case (.adjust, _):
       return .failure(.notRunning)
+    case (.rotateKey, _):
+      // The key hash is kept beside the record, not in it; the revision
+      // still moves, so every instance orders the rotation with the rest.
+      break
     }
     next.revision += 1
     next.updatedAt = at
     return .success(next)
   }
 
+  /// `from + ms` when it is a moment a record may hold, else nil.
+  static func moment(_ from: Int64, plusMs ms: Int64) -> Int64? {
+    let (sum, overflow) = from.addingReportingOverflow(ms)
+    return !overflow && epochMsRange.contains(sum) ? sum : nil
+  }
+
+  /// `to − from` in ms, or nil when it does not fit in an Int64.
+  static func span(from: Int64, to: Int64) -> Int64? {
+    let (difference, overflow) = to.subtractingReportingOverflow(from)
+    return overflow ? nil : difference
+  }
+
   /// Whole seconds in `ms`, rounded up: what a countdown shows.
-  public static func wholeSeconds(_ ms: Int64) -> Int64 { ms <= 0 ? 0 : (ms + 999) / 1000 }
+  public static func wholeSeconds(_ ms: Int64) -> Int64 {
+    ms <= 0 ? 0 : ms / 1000 + (ms % 1000 == 0 ? 0 : 1)
+  }
 }
 
 /// A command's place in the sequencer, from `Hub` to the sequencer and back.
@@ -160,6 +263,9 @@ public struct SequenceRequest: Sendable {
   public let current: SessionRecord
   /// The session's controller key hash in key mode, kept with every save.
   public let keyHash: KeyHash?
+  /// The hash of the key the commanding connection holds (key mode), for a
+  /// sequencer that checks it again (a cluster): nil in open mode.
+  public let presentedKeyHash: KeyHash?
   /// The service thread's time when the command was admitted.
   public let now: Int64
 }
@@ -241,10 +347,10 @@ public final class LocalSequencer: CommandSequencer {
       return .done(.rejected(code))
     case .success(let record):
       guard let store else { return .done(.applied(record)) }
+      var keyHash = request.keyHash
+      if case .rotateKey(let rotated) = request.command { keyHash = rotated }
       store.write(
-        .save(
-          session: request.session, record: record, keyHash: request.keyHash,
-          ticket: request.ticket))
+        .save(session: request.session, record: record, keyHash: keyHash, ticket: request.ticket))
       return .pending
     }
   }

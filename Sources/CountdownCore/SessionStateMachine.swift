@@ -12,6 +12,10 @@ public struct SessionConfig: Equatable, Sendable {
   public var idleExpiryMs: Int64
   /// A paused session with no viewers is kept this long: someone means to resume it.
   public var pausedExpiryMs: Int64
+  /// Key mode: a session's controller may come back, so its key must not go
+  /// to the next visitor. Never forgotten while running or paused; idle or
+  /// finished, kept at least `pausedExpiryMs` after its last viewer left.
+  public var keepsControl: Bool
 
   public static let secondsRange = SessionRecord.secondsRange
   public static let maxFinishedLabelLength = 64
@@ -23,7 +27,7 @@ public struct SessionConfig: Equatable, Sendable {
   public init(
     defaultSeconds: Int = 5, idleLabel: String = "Ready",
     finishedLabel: String = "Countdown finished", viewerPatchIntervalMs: Int64 = 250,
-    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000
+    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000, keepsControl: Bool = false
   ) {
     self.defaultSeconds = defaultSeconds
     self.idleLabel = idleLabel
@@ -31,6 +35,7 @@ public struct SessionConfig: Equatable, Sendable {
     self.viewerPatchIntervalMs = viewerPatchIntervalMs
     self.idleExpiryMs = idleExpiryMs
     self.pausedExpiryMs = pausedExpiryMs
+    self.keepsControl = keepsControl
   }
 
   /// One immutable copy that every state machine of a hub points at, so a
@@ -128,9 +133,18 @@ public struct SessionStateMachine: Sendable {
   /// Moves `seq` past every patch that could have been sent since `record`
   /// was written, here before a restart or on another instance, so that a
   /// client that saw such a patch never sees seq go back.
+  /// The record may come from outside (a row, a Redis hash): the elapsed
+  /// time and the skip saturate rather than trap, and the floor stays within
+  /// what a page's number holds.
   mutating func skipSeq(pastPatchesSince record: SessionRecord, now: Int64) {
-    let elapsedSeconds = UInt64(max(0, now - record.updatedAt) / 1000) + 1
-    raiseSeq(to: record.seq + elapsedSeconds * Self.maxUnstoredPatchesPerSecond)
+    let (elapsedMs, overflow) = now.subtractingReportingOverflow(record.updatedAt)
+    let elapsedSeconds = overflow || elapsedMs < 0 ? 1 : UInt64(elapsedMs / 1000) + 1
+    let (skip, skipOverflow) = elapsedSeconds.multipliedReportingOverflow(
+      by: Self.maxUnstoredPatchesPerSecond)
+    let (floor, floorOverflow) = record.seq.addingReportingOverflow(skip)
+    raiseSeq(
+      to: skipOverflow || floorOverflow
+        ? SessionRecord.maxCounter : min(floor, SessionRecord.maxCounter))
   }
 
   /// Moves `seq` to at least `floor` without a patch.
@@ -237,11 +251,11 @@ public struct SessionStateMachine: Sendable {
     case .running:
       let endsAt = record.endsAt ?? now
       state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
-      remaining = Int32(SessionRecord.wholeSeconds(endsAt - now))
+      remaining = Self.wholeSeconds(from: now, to: endsAt)
     case .paused:
       let left = record.remainingMs ?? 0
       state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
-      remaining = Int32(SessionRecord.wholeSeconds(left))
+      remaining = Int32(clamping: SessionRecord.wholeSeconds(left))
     case .idle:
       state = .idle
       remaining = 0
@@ -279,8 +293,7 @@ public struct SessionStateMachine: Sendable {
     let before = published
     var changed = false
     if case .running(let endsAt, let finishedLabel) = state {
-      let left = endsAt - now
-      if left <= 0 {
+      if endsAt <= now {
         state = .finished(label: finishedLabel)
         remaining = 0
         publishedViewers = liveViewers
@@ -288,7 +301,7 @@ public struct SessionStateMachine: Sendable {
         changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
-        let next = Int32(SessionRecord.wholeSeconds(left))
+        let next = Self.wholeSeconds(from: now, to: endsAt)
         changed = next != remaining
         remaining = next
       }
@@ -306,10 +319,15 @@ public struct SessionStateMachine: Sendable {
   /// When a session nobody watches may be forgotten, if it may.
   private var expiresAt: Int64? {
     guard liveViewers == 0 else { return nil }
+    let settings = config.value
     switch state {
     case .running: return nil
-    case .paused: return quietSince + config.value.pausedExpiryMs
-    case .idle, .finished: return quietSince + config.value.idleExpiryMs
+    case .paused: return settings.keepsControl ? nil : quietSince + settings.pausedExpiryMs
+    case .idle, .finished:
+      let kept =
+        settings.keepsControl
+        ? max(settings.idleExpiryMs, settings.pausedExpiryMs) : settings.idleExpiryMs
+      return quietSince + kept
     }
   }
 
@@ -328,10 +346,20 @@ public struct SessionStateMachine: Sendable {
     return set
   }
 
+  /// Whole seconds shown from `now` to a deadline: a deadline from a record
+  /// may be decades off (within `epochMsRange`), so the difference is checked
+  /// and the count clamped to what a 32-bit field shows.
+  static func wholeSeconds(from now: Int64, to endsAt: Int64) -> Int32 {
+    let (left, overflow) = endsAt.subtractingReportingOverflow(now)
+    if overflow { return endsAt > now ? .max : 0 }
+    return Int32(clamping: SessionRecord.wholeSeconds(left))
+  }
+
   /// When the next tick (or the finish) of a run is due.
   public var nextTickDue: Int64? {
     guard case .running(let endsAt, _) = state else { return nil }
-    return endsAt - Int64(remaining - 1) * 1000
+    let (due, overflow) = endsAt.subtractingReportingOverflow(Int64(remaining - 1) * 1000)
+    return overflow ? endsAt : due
   }
 
   /// When this session next needs `advance(now:)`, if ever.

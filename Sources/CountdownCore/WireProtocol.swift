@@ -26,6 +26,11 @@ public enum ClientCommand: Equatable, Sendable {
   case adjust(seconds: Int)
   /// Clock-offset probe: `t` is the client's send time, echoed verbatim in the pong.
   case ping(t: String)
+  /// Presents a controller key after the handshake, so that it need not
+  /// travel in the URL (where proxies and browser history keep it).
+  case auth(key: String)
+  /// A controller asks for a new key; the old one stops working.
+  case rotateKey
 }
 
 /// Why a client message was refused, with the `id` to echo (nil when it had none).
@@ -71,6 +76,26 @@ public struct ClientMessage: Equatable, Sendable {
 public enum WireCodec {
   /// The largest client message, counted across fragments (close 1009 past it).
   public static let maxMessageBytes = 4096
+  /// The longest key an `auth` may present: real keys are 32 hex digits, and
+  /// anything longer only costs a hash.
+  public static let maxKeyLength = 128
+
+  /// The longest ping `t` literal; the pong repeats it.
+  public static let maxPingTLength = CommandID.maxNumberLength
+  /// Client text quoted in an error message is cut to this many characters,
+  /// so an error costs about the same whatever the client sent.
+  public static let maxEchoLength = 32
+
+  /// `text` in quotes for an error message: at most `maxEchoLength` Unicode
+  /// scalars (not characters, since one character may join any number of
+  /// scalars), with an ellipsis when cut.
+  static func echo(_ text: String) -> String {
+    let scalars = text.unicodeScalars
+    guard scalars.count > maxEchoLength else { return "\"\(text)\"" }
+    var cut = String.UnicodeScalarView()
+    cut.append(contentsOf: scalars.prefix(maxEchoLength))
+    return "\"\(String(cut))…\""
+  }
 
   /// Decodes one text frame. Every failure names the error code the client gets.
   public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
@@ -85,7 +110,7 @@ public enum WireCodec {
         return .failure(
           CommandError(.badRequest, "JSON nested deeper than \(JSONParser.defaultMaxDepth) levels"))
       case .duplicateKey(let key):
-        return .failure(CommandError(.badRequest, "duplicate key \"\(key)\""))
+        return .failure(CommandError(.badRequest, "duplicate key \(echo(key))"))
       }
     }
     guard case .object(let fields) = value else {
@@ -119,18 +144,19 @@ public enum WireCodec {
       }
       if let raw = fields["until"] {
         guard length == nil else { return fail("give seconds or until, not both") }
-        guard let value = raw.integer else {
-          return fail("until must be an integer: a deadline in epoch milliseconds")
+        let range = SessionRecord.epochMsRange
+        guard let value = raw.integer, range.contains(Int64(value)) else {
+          return fail(
+            "until must be an integer from \(range.lowerBound) to \(range.upperBound): a deadline in epoch milliseconds"
+          )
         }
         length = .until(Int64(value))
       }
       var finishedLabel: String?
       if let raw = fields["finishedLabel"] {
-        guard case .string(let label) = raw, !label.isEmpty,
-          label.unicodeScalars.count <= SessionConfig.maxFinishedLabelLength
-        else {
+        guard case .string(let label) = raw, SessionRecord.isValidFinishedLabel(label) else {
           return fail(
-            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters"
+            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters, none of them a control character"
           )
         }
         finishedLabel = label
@@ -150,12 +176,21 @@ public enum WireCodec {
       }
       return .success(ClientMessage(command: .adjust(seconds: value), id: id))
     case "ping":
-      guard case .number(let t)? = fields["t"], t.utf8.count <= CommandID.maxNumberLength else {
-        return fail("t must be a number of at most \(CommandID.maxNumberLength) characters")
+      // Echoed verbatim, so only a short literal the page can read back as a finite number.
+      guard case .number(let t)? = fields["t"], t.utf8.count <= maxPingTLength,
+        Double(t)?.isFinite == true
+      else {
+        return fail("t must be a finite number of at most \(maxPingTLength) characters")
       }
       return .success(ClientMessage(command: .ping(t: t), id: id))
+    case "auth":
+      guard case .string(let key)? = fields["key"], key.unicodeScalars.count <= Self.maxKeyLength
+      else { return fail("key must be a string of at most \(Self.maxKeyLength) characters") }
+      return .success(ClientMessage(command: .auth(key: key), id: id))
+    case "rotate_key":
+      return .success(ClientMessage(command: .rotateKey, id: id))
     default:
-      return fail("unknown op \"\(op)\"")
+      return fail("unknown op \(echo(op))")
     }
   }
 
@@ -223,18 +258,26 @@ public enum WireCodec {
     return writer.bytes
   }
 
-  public static func ack(id: CommandID?, seq: UInt64) -> [UInt8] {
+  /// `{"type":"ack",...}`; a `rotate_key`'s ack carries the new key.
+  public static func ack(id: CommandID?, seq: UInt64, key: String? = nil) -> [UInt8] {
     var writer = JSONWriter(reservingCapacity: 48)
     writer.raw("{\"type\":\"ack\",\"id\":")
     writeID(id, to: &writer)
     writer.raw(",\"seq\":")
     writer.integer(seq)
+    if let key {
+      writer.raw(",\"key\":")
+      writer.string(key)
+    }
     writer.raw("}")
     return writer.bytes
   }
 
   public static func error(_ error: CommandError) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 96)
+    // Sized to fit, not grown by doubling: a long message may wait in a
+    // connection's replies, which are budgeted by what they hold.
+    var writer = JSONWriter(
+      reservingCapacity: 64 + (error.id?.json.count ?? 4) + error.message.utf8.count)
     writer.raw("{\"type\":\"error\",\"id\":")
     writeID(error.id, to: &writer)
     writer.raw(",\"code\":")

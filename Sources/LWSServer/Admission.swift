@@ -14,9 +14,47 @@ struct UpgradeRequest {
   var path: String
   var origin: String?
   var host: String?
+  /// The client's address: the TCP peer, or whom a trusted proxy forwarded for.
   var peer: String
+  /// The TCP peer, when it is a trusted proxy that forwarded for `peer`.
+  var via: String? = nil
   var version: String?
+  /// Sec-WebSocket-Key.
   var key: String?
+  /// The `key` URL argument: a controller key.
+  var controllerKey: String? = nil
+  /// The `since` URL argument: the last seq the client saw.
+  var since: UInt64? = nil
+}
+
+/// A header that is there but cannot be read whole: the upgrade is refused,
+/// so that an unreadable header is never taken for an absent one.
+struct HeaderError: Error, Equatable {
+  enum Problem: Equatable {
+    case tooLong(Int)
+    /// An lws call failed with this code.
+    case library(code: Int32)
+    /// Bytes outside printable ASCII: a NUL, a control character, or UTF-8
+    /// where RFC 6454 and RFC 9110 call for ASCII.
+    case notText
+    case repeated
+    case notANumber
+  }
+
+  var header: String
+  var problem: Problem
+
+  /// An origin the server cannot read is not one it allows (403); anything
+  /// else is a malformed request (400).
+  var cause: RefusalCause { header == "origin" ? .origin : .badHeader }
+
+  /// `bytes` as text, when every byte is printable ASCII.
+  static func text(_ bytes: [UInt8], header: String) throws(HeaderError) -> String {
+    guard bytes.allSatisfy({ (0x20...0x7e).contains($0) }) else {
+      throw HeaderError(header: header, problem: .notText)
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
 }
 
 extension CountdownServer {
@@ -48,15 +86,54 @@ extension CountdownServer {
   }
 
   /// Counts and logs a refused upgrade. The path is logged without its query,
-  /// which may carry a controller key.
+  /// which may carry a controller key. A foreign origin is a page that will
+  /// not work until an operator acts, so it is a warning, at most one a
+  /// second: any page may provoke it.
   func refused(_ cause: RefusalCause, _ request: UpgradeRequest) {
     network.refuse(cause)
-    Logger.shared.info(
-      "upgrade_refused",
-      [
-        "cause": LogValue(cause.rawValue), "status": LogValue(cause.status),
-        "peer": LogValue(request.peer), "path": LogValue(request.path),
+    var fields: [(String, LogValue)] = [
+      ("cause", LogValue(cause.rawValue)), ("status", LogValue(cause.status)),
+      ("peer", LogValue(request.peer)),
+    ]
+    if let via = request.via { fields.append(("via", LogValue(via))) }
+    fields.append(("path", LogValue(request.path)))
+    guard cause == .origin else { return Logger.shared.info("upgrade_refused", fields: fields) }
+    guard let suppressed = originLogThrottle.admit(now: clock.nowMilliseconds()) else { return }
+    let origin = request.origin.map { String($0.prefix(Self.loggedOriginLength)) } ?? ""
+    fields += [
+      ("origin", LogValue(origin)),
+      ("host", LogValue(String((request.host ?? "").prefix(Self.loggedOriginLength)))),
+      ("hint", LogValue("to allow it, start the server with --allow-origin \(origin)")),
+      ("suppressed", LogValue(suppressed)),
+    ]
+    Logger.shared.log(.warn, "upgrade_refused", fields: fields)
+  }
+
+  /// Origins and hosts are logged (and echoed by the origin check) this far:
+  /// any page may send 2 KB of one, while the longest real one, a 253-byte
+  /// DNS name with its scheme and port, fits.
+  static let loggedOriginLength = 300
+
+  /// A request whose headers could not be read whole, refused before admission.
+  func unreadable(_ error: HeaderError, peer: String) {
+    network.refuse(error.cause)
+    guard let suppressed = headerLogThrottle.admit(now: clock.nowMilliseconds()) else { return }
+    Logger.shared.log(
+      .warn, "upgrade_refused",
+      fields: [
+        ("cause", LogValue(error.cause.rawValue)), ("status", LogValue(error.cause.status)),
+        ("peer", LogValue(peer)), ("header", LogValue(error.header)),
+        ("problem", LogValue(String(describing: error.problem))),
+        ("suppressed", LogValue(suppressed)),
       ])
+  }
+
+  /// A trusted proxy's X-Forwarded-For held something that is not an
+  /// address: the connection counts as the proxy's own.
+  func malformedForwardedFor(peer: String) {
+    guard let suppressed = forwardedLogThrottle.admit(now: clock.nowMilliseconds()) else { return }
+    Logger.shared.warn(
+      "forwarded_for_malformed", ["peer": LogValue(peer), "suppressed": LogValue(suppressed)])
   }
 
   /// A Sec-WebSocket-Key is 16 bytes in base64: 22 digits, then "==".
@@ -74,29 +151,131 @@ extension CountdownServer {
     }
   }
 
-  /// The server's own origin is always allowed: the page it served, at the
-  /// Host the browser used, when that Host is an IP address, `localhost` or
-  /// the `--host` name. A domain name must be listed with `--allow-origin`,
-  /// because a same-origin check on a name alone lets DNS rebinding through.
-  /// Requests without Origin are not from a browser page and are allowed.
+  /// Whether a page of `origin` may open a WebSocket; see `OriginPolicy`.
   func originAllowed(_ origin: String, host: String?) -> Bool {
-    let origin = origin.lowercased()
-    if let host = host?.lowercased(), origin == "http://\(host)" || origin == "https://\(host)",
-      isLocalName(host)
-    {
-      return true
+    originPolicy.allows(origin: origin, host: host)
+  }
+}
+
+/// At most one log line per interval; lines held back meanwhile are counted,
+/// and the count goes out with the next line.
+struct LogThrottle {
+  let intervalMs: Int64
+  private var lastAt: Int64?
+  private var held = 0
+
+  init(intervalMs: Int64 = 1000) { self.intervalMs = intervalMs }
+
+  /// nil: hold this line back. Otherwise log it, with how many were held back.
+  mutating func admit(now: Int64) -> Int? {
+    if let lastAt, now - lastAt < intervalMs, now >= lastAt {
+      held += 1
+      return nil
     }
-    return config.allowedOrigins.contains { $0 == "*" || $0.lowercased() == origin }
+    lastAt = now
+    defer { held = 0 }
+    return held
+  }
+}
+
+/// Which pages may open a WebSocket. Pure, so the rule reads, and is tested,
+/// in one place.
+///
+/// The server's own origin is always allowed: an `Origin` whose host and port
+/// are the request's `Host`. On a loopback `--host` that holds only when the
+/// Host is an IP address, `localhost` or the `--host` name: a page on a
+/// domain name that rebinds to 127.0.0.1 would otherwise pass for the
+/// server's own, and a loopback server is often a developer's, reachable by
+/// any page the browser opens. Elsewhere the name the page was served under
+/// is the server's own. Others must be listed (`--allow-origin`; `*` is any).
+/// Requests without `Origin` are not from a browser page and are allowed.
+struct OriginPolicy: Sendable {
+  /// Lowercased origins of `--allow-origin`.
+  var allowed: [String]
+  var listenHost: String
+  var listenIsLoopback: Bool
+
+  init(allowed: [String], listenHost: String) {
+    self.allowed = allowed.map { $0.lowercased() }
+    self.listenHost = listenHost.lowercased()
+    listenIsLoopback = ServerConfig.isLoopback(listenHost)
   }
 
-  /// A Host whose name cannot be a rebound DNS name.
-  private func isLocalName(_ host: String) -> Bool {
-    var name = Substring(host)
-    if name.hasPrefix("[") {  // [v6]:port
-      return name.contains("]")
-    }
-    if let colon = name.lastIndex(of: ":") { name = name[..<colon] }
-    if name == "localhost" || name == config.host.lowercased() { return true }
-    return !name.isEmpty && name.allSatisfy { $0.isNumber || $0 == "." }
+  func allows(origin: String, host: String?) -> Bool {
+    let origin = origin.lowercased()
+    if allowed.contains(where: { $0 == "*" || $0 == origin }) { return true }
+    guard let host, let page = Origin(origin), let asked = Authority(host.lowercased()),
+      page.authority.host == asked.host,
+      (page.authority.port ?? page.defaultPort) == (asked.port ?? page.defaultPort)
+    else { return false }
+    return !listenIsLoopback || isLocalName(asked.host)
   }
+
+  /// A host name that cannot be a rebound DNS name.
+  private func isLocalName(_ name: String) -> Bool {
+    name.hasPrefix("[") || name == "localhost" || name == listenHost
+      || IPAddress(name) != nil
+  }
+}
+
+/// `host[:port]`, as in a Host header or an origin: a bracketed IPv6
+/// address or a name, and an optional decimal port.
+struct Authority: Equatable {
+  var host: String
+  var port: Int?
+
+  init?(_ text: some StringProtocol) {
+    var name = Substring(text)
+    var portText: Substring?
+    if name.hasPrefix("[") {
+      guard let close = name.firstIndex(of: "]") else { return nil }
+      let rest = name[name.index(after: close)...]
+      guard rest.isEmpty || rest.first == ":" else { return nil }
+      guard IPAddress(name[name.index(after: name.startIndex)..<close]) != nil else { return nil }
+      if !rest.isEmpty { portText = rest.dropFirst() }
+      name = name[...close]
+    } else if let colon = name.firstIndex(of: ":") {
+      portText = name[name.index(after: colon)...]
+      name = name[..<colon]
+    }
+    // RFC 3986 reg-name characters, without percent-encoding or userinfo.
+    guard !name.isEmpty,
+      name.hasPrefix("[")
+        || name.utf8.allSatisfy({
+          (0x61...0x7a).contains($0) || (0x41...0x5a).contains($0) || (0x30...0x39).contains($0)
+            || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+        })
+    else { return nil }
+    if let portText {
+      guard (1...5).contains(portText.count),
+        portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+        let port = Int(portText), port <= 65_535
+      else { return nil }
+      self.port = port
+    }
+    host = String(name)
+  }
+}
+
+/// A serialised origin (RFC 6454 6.1): `http` or `https`, `://`, an authority.
+struct Origin: Equatable {
+  var secure: Bool
+  var authority: Authority
+
+  init?(_ text: String) {
+    let secure: Bool
+    let rest: Substring
+    if text.hasPrefix("http://") {
+      (secure, rest) = (false, text.dropFirst(7))
+    } else if text.hasPrefix("https://") {
+      (secure, rest) = (true, text.dropFirst(8))
+    } else {
+      return nil
+    }
+    guard let authority = Authority(rest) else { return nil }
+    self.secure = secure
+    self.authority = authority
+  }
+
+  var defaultPort: Int { secure ? 443 : 80 }
 }

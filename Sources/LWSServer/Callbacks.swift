@@ -30,20 +30,81 @@ private func setTag(_ wsi: OpaquePointer, _ value: Int32) {
   lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: Int(value)))
 }
 
-private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes, limit: Int = 256) -> String? {
-  var buffer = [CChar](repeating: 0, count: limit)
-  let length = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
-  guard length > 0 else { return nil }
-  return String(decoding: buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+// MARK: Request headers, read whole
+
+/// The most of one header (or of all URL arguments) the server reads. lws
+/// 4.1.6 holds every header of a request in 4 KiB, and its parser gives up
+/// on a request past that; this cap is ours, so that a header the server
+/// cannot use whole is refused rather than half read.
+let headerByteCap = 2048
+
+/// lws's answers about one header, turned into Swift in this one place. A
+/// header that is present but cannot be read is an error, never nil: nil is
+/// only a header that is not there.
+private func headerBytes(
+  _ wsi: OpaquePointer, _ token: lws_token_indexes, _ name: String
+) throws(HeaderError) -> [UInt8]? {
+  // The total counts the ", " lws puts between repeated headers. Zero is
+  // also a header that is present and empty: copying its first fragment
+  // fails only when there is none.
+  let total = Int(lws_hdr_total_length(wsi, token))
+  if total == 0 {
+    var empty: CChar = 0
+    return lws_hdr_copy_fragment(wsi, &empty, 1, token, 0) < 0 ? nil : []
+  }
+  guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
+  var buffer = [CChar](repeating: 0, count: total + 1)
+  let copied = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
+  guard copied >= 0, Int(copied) <= total else {
+    throw HeaderError(header: name, problem: .library(code: copied))
+  }
+  return buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }
 }
 
-private func urlArgument(_ wsi: OpaquePointer, _ name: String) -> String? {
-  var buffer = [CChar](repeating: 0, count: 160)
-  // lws copies "name=value" into the buffer and points just past the "=".
-  guard let value = lws_get_urlarg_by_name(wsi, name + "=", &buffer, Int32(buffer.count)) else {
-    return nil
+private func header(
+  _ wsi: OpaquePointer, _ token: lws_token_indexes, _ name: String
+) throws(HeaderError) -> String? {
+  try headerBytes(wsi, token, name).map { bytes throws(HeaderError) in
+    try HeaderError.text(bytes, header: name)
   }
-  return String(cString: value)
+}
+
+/// Every URL argument (`name=value`, as lws decoded it), each fragment read
+/// at its own length: lws_get_urlarg_by_name stops at the first argument
+/// longer than its buffer, so a long argument in front hid a `key` behind it.
+private func urlArguments(_ wsi: OpaquePointer) throws(HeaderError) -> [String] {
+  let token = WSI_TOKEN_HTTP_URI_ARGS
+  let total = Int(lws_hdr_total_length(wsi, token))
+  guard total > 0 else { return [] }
+  guard total <= headerByteCap else {
+    throw HeaderError(header: "query", problem: .tooLong(total))
+  }
+  var arguments: [String] = []
+  var read = 0
+  var index: Int32 = 0
+  // The fragments' lengths add up to the total, less one separator each.
+  while read + arguments.count - 1 < total {
+    let length = Int(lws_hdr_fragment_length(wsi, token, index))
+    var buffer = [CChar](repeating: 0, count: length + 1)
+    let copied = lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), token, index)
+    guard copied >= 0, Int(copied) == length else {
+      throw HeaderError(header: "query", problem: .library(code: copied))
+    }
+    let bytes = buffer[..<length].map { UInt8(bitPattern: $0) }
+    arguments.append(try HeaderError.text(bytes, header: "query"))
+    read += length
+    index += 1
+  }
+  return arguments
+}
+
+/// The one value of URL argument `name`; repeated, it is refused, since two
+/// readers of the URL could each take a different one.
+private func urlArgument(_ name: String, in arguments: [String]) throws(HeaderError) -> String? {
+  let prefix = name + "="
+  let values = arguments.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+  guard values.count <= 1 else { throw HeaderError(header: name, problem: .repeated) }
+  return values.first
 }
 
 private func peerAddress(_ wsi: OpaquePointer) -> String {
@@ -53,11 +114,34 @@ private func peerAddress(_ wsi: OpaquePointer) -> String {
   return String(decoding: bytes, as: UTF8.self)
 }
 
-private func request(of wsi: OpaquePointer) -> UpgradeRequest {
-  UpgradeRequest(
-    path: header(wsi, WSI_TOKEN_GET_URI) ?? "", origin: header(wsi, WSI_TOKEN_ORIGIN),
-    host: header(wsi, WSI_TOKEN_HOST), peer: peerAddress(wsi),
-    version: header(wsi, WSI_TOKEN_VERSION), key: header(wsi, WSI_TOKEN_KEY))
+/// The upgrade request's facts, every header read whole. The peer is the
+/// client behind a trusted proxy, when there is one.
+private func readRequest(of wsi: OpaquePointer) throws(HeaderError) -> UpgradeRequest {
+  let server = server(of: wsi)
+  let tcpPeer = peerAddress(wsi)
+  var peer = tcpPeer
+  if !server.config.trustedProxies.ranges.isEmpty {
+    let forwarded = try header(wsi, WSI_TOKEN_X_FORWARDED_FOR, "x-forwarded-for")
+    let client = server.config.trustedProxies.resolve(peer: tcpPeer, forwardedFor: forwarded)
+    if client.malformed { server.malformedForwardedFor(peer: tcpPeer) }
+    peer = client.address
+  }
+  let arguments = try urlArguments(wsi)
+  var since: UInt64?
+  if let text = try urlArgument("since", in: arguments) {
+    guard let number = UInt64(text) else {
+      throw HeaderError(header: "since", problem: .notANumber)
+    }
+    since = number
+  }
+  return UpgradeRequest(
+    path: try header(wsi, WSI_TOKEN_GET_URI, "path") ?? "",
+    origin: try header(wsi, WSI_TOKEN_ORIGIN, "origin"),
+    host: try header(wsi, WSI_TOKEN_HOST, "host"), peer: peer,
+    via: peer == tcpPeer ? nil : tcpPeer,
+    version: try header(wsi, WSI_TOKEN_VERSION, "sec-websocket-version"),
+    key: try header(wsi, WSI_TOKEN_KEY, "sec-websocket-key"),
+    controllerKey: try urlArgument("key", in: arguments), since: since)
 }
 
 private func close(_ wsi: OpaquePointer, code: CloseCode, reason: String) -> Int32 {
@@ -84,12 +168,13 @@ func countdownCallback(
   switch reason {
   case LWS_CALLBACK_ESTABLISHED:
     let server = server(of: wsi)
-    let request = request(of: wsi)
+    // Read before, at the upgrade's confirmation, so this cannot fail.
+    guard let request = try? readRequest(of: wsi) else { return -1 }
     switch server.admit(request) {
     case .countdown(let session):
       if let id = server.opened(
-        wsi, session: session, key: urlArgument(wsi, "key"),
-        since: urlArgument(wsi, "since").flatMap { UInt64($0) }, peer: request.peer)
+        wsi, session: session, key: request.controllerKey, since: request.since,
+        peer: request.peer)
       {
         setTag(wsi, id + 1)
       } else {
@@ -174,13 +259,27 @@ func countdownCallback(
   return 0
 }
 
+/// A POST of the origin check, with no body to wait for.
+private func isOriginCheck(_ wsi: OpaquePointer) -> Bool {
+  guard (try? header(wsi, WSI_TOKEN_POST_URI, "path")) == CountdownServer.originCheckPath
+  else { return false }
+  let length = (try? header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, "content-length")) ?? nil
+  return length == nil || length == "0"
+}
+
 /// Refuses an upgrade with an HTTP status before any WebSocket exists.
 private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
   let server = server(of: wsi)
   if let metrics = server.metricsVhost, lws_get_vhost(wsi) == metrics {
     return respond(wsi, status: 404)
   }
-  let request = request(of: wsi)
+  let request: UpgradeRequest
+  do throws(HeaderError) {
+    request = try readRequest(of: wsi)
+  } catch {
+    server.unreadable(error, peer: peerAddress(wsi))
+    return respond(wsi, status: error.cause.status)
+  }
   guard case .refuse(let cause) = server.admit(request) else { return 0 }
   server.refused(cause, request)
   // RFC 6455 4.4: name the version the server speaks.
@@ -191,12 +290,16 @@ private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
 /// Answers with a short plain-text status and ends the transaction.
 /// Written by hand: during an upgrade lws's own status helper answers
 /// "HTTP/1.0", which WebSocket clients reject as a malformed response.
-private func respond(_ wsi: OpaquePointer, status: UInt32, headers: String = "") -> Int32 {
+private func respond(
+  _ wsi: OpaquePointer, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
+) -> Int32 {
   let reason = refusalReasons[status] ?? "Refused"
-  let body = "\(status) \(reason)\n"
-  let response = Array(
-    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: text/plain\r\n\(securityHeaders)\(headers)"
-      + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)").utf8)
+  let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
+  let response =
+    Array(
+      ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
+        + "\(securityHeaders)\(headers)"
+        + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
   return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
 }
 
@@ -227,10 +330,13 @@ func httpCallback(
     if let input, strnlen(input.assumingMemoryBound(to: CChar.self), length) != length {
       return respond(wsi, status: 400)
     }
-    // Everything here is read-only: lws would otherwise serve a file for a POST.
+    // Everything here is read-only: lws would otherwise serve a file for a
+    // POST. The one exception is the origin check, a POST without a body,
+    // since that is what makes a browser send its Origin.
     guard
       lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0
         || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0
+        || isOriginCheck(wsi)
     else {
       // Non-zero makes lws close the connection once the answer is written.
       return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")
@@ -241,15 +347,24 @@ func httpCallback(
     // `input` is the path below an endpoint's mount, or a path no mount or
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
-    guard rest.isEmpty || rest == "/",
-      let answer = server(of: wsi).answer(
-        header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HEAD_URI) ?? "")
-    else {
+    let server = server(of: wsi)
+    let path =
+      (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
+        ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
+    if path == CountdownServer.originCheckPath, lws_get_vhost(wsi) != server.metricsVhost {
+      // Answered at once and closed: after a POST lws ends the transaction
+      // itself, before a WRITEABLE could carry the body.
+      let answer = server.originCheck(
+        origin: Result { () throws(HeaderError) in try header(wsi, WSI_TOKEN_ORIGIN, "origin") },
+        host: try? header(wsi, WSI_TOKEN_HOST, "host"))
+      return respond(wsi, status: answer.status, answer: answer)
+    }
+    guard rest.isEmpty || rest == "/", let answer = server.answer(path ?? "") else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
     setTag(wsi, SocketTag.httpBody)
-    server(of: wsi).httpBodies[wsi] = answer.body
+    server.httpBodies[wsi] = answer.body
     return writeHeaders(wsi, status: answer.status, type: answer.type, length: answer.body.count)
       ? 0 : -1
 

@@ -32,6 +32,11 @@ public final class CountdownServer {
   /// Joins the hub refused, waiting to send their error and close.
   var refusals: [OpaquePointer: (peer: PeerID, code: ErrorCode)] = [:]
   var echo = EchoRoute()
+  let originPolicy: OriginPolicy
+  /// Refusals any client may provoke are logged at most once a second.
+  var originLogThrottle = LogThrottle()
+  var headerLogThrottle = LogThrottle()
+  var forwardedLogThrottle = LogThrottle()
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
   /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
@@ -101,6 +106,7 @@ public final class CountdownServer {
     self.config = config
     self.hub = hub
     self.clock = clock
+    originPolicy = OriginPolicy(allowed: config.allowedOrigins, listenHost: config.host)
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
     metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
@@ -514,7 +520,8 @@ public final class CountdownServer {
     files.extra_mimetypes = UnsafePointer(mimeTypes)
     let filesMount = retain([files])
 
-    let endpoints = ["/healthz", "/readyz"] + (config.metricsOnMainPort ? ["/metrics"] : [])
+    let endpoints =
+      ["/healthz", "/readyz", Self.originCheckPath] + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
 

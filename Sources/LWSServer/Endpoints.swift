@@ -32,6 +32,38 @@ extension CountdownServer {
     }
   }
 
+  /// Where a page asks whether its origin may open a WebSocket. A browser
+  /// tells a page nothing about a refused upgrade, so a page that cannot
+  /// connect asks here, by POST (a browser sends Origin on every POST), and
+  /// can then say what the operator must do.
+  static let originCheckPath = "/origin-check"
+
+  /// `{"allowed":…,"origin":…,"hint":…}` for the request's Origin and Host.
+  func originCheck(origin: Result<String?, HeaderError>, host: String?) -> HTTPAnswer {
+    var json = JSONWriter()
+    json.raw("{\"allowed\":")
+    switch origin {
+    case .success(let origin?):
+      let allowed = originAllowed(origin, host: host)
+      json.bool(allowed)
+      json.raw(",\"origin\":")
+      json.string(String(origin.prefix(Self.loggedOriginLength)))
+      if !allowed {
+        json.raw(",\"hint\":")
+        json.string(
+          "start the server with --allow-origin \(origin.prefix(Self.loggedOriginLength))")
+      }
+    case .success(nil):
+      json.bool(true)
+      json.raw(",\"origin\":null")
+    case .failure:
+      json.bool(false)
+      json.raw(",\"origin\":null,\"hint\":\"the Origin header could not be read\"")
+    }
+    json.raw("}")
+    return HTTPAnswer(status: 200, type: "application/json", body: json.bytes)
+  }
+
   private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
   private static let readyBody = Array(#"{"status":"ready"}"#.utf8)
 

@@ -11,12 +11,14 @@ public enum RefusalCause: String, CaseIterable, Sendable {
   case totalCap = "total_cap"
   case draining
   case sessionCap = "session_cap"
+  /// A header or URL argument that is present but cannot be read whole.
+  case badHeader = "bad_header"
 
   /// The HTTP status of a refusal during the handshake.
   var status: UInt32 {
     switch self {
     case .badVersion: 426
-    case .badKey: 400
+    case .badKey, .badHeader: 400
     case .badSessionID: 404
     case .origin: 403
     case .perIP: 429
@@ -145,6 +147,11 @@ public func collectHubStats(_ hub: Hub, into writer: inout MetricsWriter) {
     (
       "countdown_patches_merged_total", .counter,
       "Merged catch-up patches sent to viewers that fell behind.", Double(stats.patchesMerged)
+    ),
+    (
+      "countdown_replies_dropped_total", .counter,
+      "Acks, errors and pongs dropped: their connection had 16 KiB of replies waiting.",
+      Double(stats.repliesDropped)
     ),
   ])
   let lateness = stats.tickLatenessMs

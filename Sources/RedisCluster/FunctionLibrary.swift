@@ -3,9 +3,9 @@
 /// The Redis Function library, loaded with FUNCTION LOAD REPLACE at start-up.
 public enum FunctionLibrary {
   public static let source = #"""
-    #!lua name=countdown
+    #!lua name=countdown_v2
     -- The cluster's one writer of session state. Every state change is one call
-    -- of countdown_command: it checks the phase, takes the time from Redis, bumps
+    -- of countdown_v2_command: it checks the phase, takes the time from Redis, bumps
     -- the revision, writes the session hash and publishes the change, all in one
     -- atomic step, so two starts racing on two instances give one ack and one
     -- busy without WATCH/MULTI. The rules mirror SessionRecord.applying in
@@ -13,7 +13,14 @@ public enum FunctionLibrary {
     -- order, same error codes, same limits. RedisCluster embeds this file as
     -- FunctionLibrary.source, and a test fails when the two differ.
     --
+    -- The library's name and its functions' carry a version, so instances of
+    -- two releases can run side by side through a rolling upgrade, each calling
+    -- its own; the keys and the changes channel are shared.
+    --
     -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter.
+    -- In key mode the session hash holds its controller key's hash, and every
+    -- command presents the hash of the key its connection holds: a mismatch is
+    -- refused here too, so one instance's bug cannot command a keyed session.
 
     local SECONDS_MIN, SECONDS_MAX = 1, 86400
     local ADJUST_MIN, ADJUST_MAX = -86400, 86400
@@ -26,6 +33,10 @@ public enum FunctionLibrary {
     -- How many nonces of applied (and of voided) commands a session keeps: a
     -- command whose reply was lost is looked up among them (see resolve).
     local NONCES_KEPT = 16
+    -- What a session nobody commanded leaves behind (a creation time, viewer
+    -- counts) outlives the last instance that has it open by this long: those
+    -- instances renew the viewer counts well within it (see renew).
+    local VIEW_MS = 180000
 
     local function int(n) return string.format('%.0f', n) end
 
@@ -39,32 +50,96 @@ public enum FunctionLibrary {
       return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
 
+    -- SessionRecord's ranges: a record outside them is damaged, and nothing
+    -- here does arithmetic on a field before it is checked.
+    local EPOCH_MAX = 253402300799999
+    local DURATION_MAX = 2147483647
+    local COUNTER_MAX = 9007199254740991
+    local LABEL_MAX = 64
+    local PHASES = {idle = true, running = true, paused = true, finished = true}
+
+    -- A whole number in decimal digits within lo..hi, else nil. tonumber alone
+    -- would take '1e3', '0x10', ' 5', 'inf' and 'nan'.
+    local function integer(text, lo, hi)
+      if type(text) ~= 'string' or #text > 17 or not text:find('^%-?%d+$') then return nil end
+      local n = tonumber(text)
+      if n < lo or n > hi then return nil end
+      if n == 0 then return 0 end
+      return n
+    end
+
+    -- SessionRecord.isValidFinishedLabel: 1 to 64 characters, none of them a
+    -- control character (a NUL would cut C strings short on every viewer).
+    local function is_label(text)
+      if type(text) ~= 'string' or #text == 0 or text:find('[%z\1-\31\127]') then return false end
+      local _, characters = text:gsub('[^\128-\191]', '')
+      return characters <= LABEL_MAX
+    end
+
+    -- A key hash as the session hash stores it: 64 lower-case hex digits.
+    local function is_key_hash(text)
+      return type(text) == 'string' and #text == 64 and text:find('^[0-9a-f]+$') ~= nil
+    end
+
+    -- A record from its fields as text (a session hash's, or a caller's), or
+    -- nil and why it cannot be taken: SessionRecord.damage. Fields that only
+    -- `open` writes (a creation time, a key hash) make an unstored record.
+    local function parse(f)
+      local r = {
+        phase = f.phase, label = f.label, key = f.key, stored = f.phase ~= nil,
+        applied = f.applied, voided = f.voided,
+      }
+      r.created = integer(f.created or '0', 0, EPOCH_MAX)
+      if not r.created then return nil, 'created out of range' end
+      if r.key ~= nil and not is_key_hash(r.key) then return nil, 'key is not a key hash' end
+      if not r.stored then
+        r.phase, r.duration, r.revision = 'idle', 0, 0
+        return r
+      end
+      if not PHASES[r.phase] then return nil, 'unknown phase' end
+      r.duration = integer(f.duration, 0, DURATION_MAX)
+      if not r.duration then return nil, 'duration out of range' end
+      r.revision = integer(f.revision, 0, COUNTER_MAX)
+      if not r.revision then return nil, 'revision out of range' end
+      if r.label ~= nil and not is_label(r.label) then return nil, 'label is not text' end
+      if f.endsAt ~= nil then
+        r.endsAt = integer(f.endsAt, 0, EPOCH_MAX)
+        if not r.endsAt then return nil, 'endsAt out of range' end
+      end
+      if f.remainingMs ~= nil then
+        r.remainingMs = integer(f.remainingMs, 1, AHEAD_MAX)
+        if not r.remainingMs then return nil, 'remainingMs out of range' end
+      end
+      local running, paused = r.phase == 'running', r.phase == 'paused'
+      if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused then
+        return nil, 'fields disagree with the phase'
+      end
+      -- No command sets a deadline more than the longest run past its own time.
+      local updated = integer(f.updatedAt, 0, EPOCH_MAX)
+      if f.updatedAt ~= nil and not updated then return nil, 'updatedAt out of range' end
+      if running and updated and r.endsAt - updated > AHEAD_MAX then
+        return nil, "endsAt is more than 30 days after updatedAt"
+      end
+      return r
+    end
+
+    -- The session hash: nil when absent; else the record, or nil, why it is
+    -- damaged, and its raw fields.
     local function read(key)
       local h = redis.call('HGETALL', key)
       if #h == 0 then return nil end
       local f = {}
       for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
-      return {
-        phase = f.phase or 'idle',
-        duration = tonumber(f.duration or '0'),
-        endsAt = f.endsAt and tonumber(f.endsAt),
-        remainingMs = f.remainingMs and tonumber(f.remainingMs),
-        label = f.label,
-        revision = tonumber(f.revision or '0'),
-        created = tonumber(f.created or '0'),
-        key = f.key,
-        applied = f.applied,
-        voided = f.voided,
-        -- false when only `open` has written (a creation time, a key hash).
-        stored = f.phase ~= nil,
-      }
+      local r, why = parse(f)
+      return r, why, f
     end
 
     -- A seq no instance can have passed yet for this session at `at`: each
     -- instance starts a session at this floor and publishes at most
     -- PATCHES_PER_SECOND a second plus one patch per revision.
     local function seq_floor(r, at)
-      return PATCHES_PER_SECOND * (whole_seconds(at - r.created) + 1) + r.revision
+      local floor = PATCHES_PER_SECOND * (whole_seconds(at - r.created) + 1) + r.revision
+      return math.min(floor, COUNTER_MAX)
     end
 
     -- One line, the label last since it may hold spaces: what the function
@@ -89,16 +164,12 @@ public enum FunctionLibrary {
         if r.phase == 'running' or r.phase == 'paused' then return 'busy' end
         local endsAt
         if a == 'seconds' then
-          local seconds = tonumber(b)
-          if not seconds or seconds < SECONDS_MIN or seconds > SECONDS_MAX then
-            return 'bad_request'
-          end
+          local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
+          if not seconds then return 'bad_request' end
           endsAt = at + seconds * 1000
         elseif a == 'until' then
-          local deadline = tonumber(b)
-          if not deadline or deadline - at < AHEAD_MIN or deadline - at > AHEAD_MAX then
-            return 'bad_request'
-          end
+          local deadline = integer(b, at + AHEAD_MIN, at + AHEAD_MAX)
+          if not deadline then return 'bad_request' end
           endsAt = deadline
         else
           return 'bad_request'
@@ -107,7 +178,13 @@ public enum FunctionLibrary {
         r.endsAt = endsAt
         r.remainingMs = nil
         r.duration = whole_seconds(endsAt - at)
-        if label ~= '' then r.label = label else r.label = nil end
+        if label == '' then
+          r.label = nil
+        elseif is_label(label) then
+          r.label = label
+        else
+          return 'bad_request'
+        end
       elseif op == 'cancel' then
         if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
         r.phase = 'idle'
@@ -116,7 +193,8 @@ public enum FunctionLibrary {
       elseif op == 'pause' then
         if r.phase ~= 'running' then return 'not_running' end
         r.phase = 'paused'
-        r.remainingMs = r.endsAt - at
+        -- A clock stepped back by weeks could leave more than a run may hold.
+        r.remainingMs = math.min(r.endsAt - at, AHEAD_MAX)
         r.endsAt = nil
       elseif op == 'resume' then
         if r.phase ~= 'paused' then return 'not_paused' end
@@ -125,13 +203,11 @@ public enum FunctionLibrary {
         r.remainingMs = nil
       elseif op == 'adjust' then
         if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
-        local seconds = tonumber(a)
-        if not seconds or seconds == 0 or seconds < ADJUST_MIN or seconds > ADJUST_MAX then
-          return 'bad_request'
-        end
+        local seconds = integer(a, ADJUST_MIN, ADJUST_MAX)
+        if not seconds or seconds == 0 then return 'bad_request' end
         local left = (r.endsAt and (r.endsAt - at) or r.remainingMs) + seconds * 1000
         if left > AHEAD_MAX then return 'bad_request' end
-        r.duration = math.max(0, r.duration + seconds)
+        r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
         if left <= 0 then
           r.phase = 'finished'
           r.endsAt = nil
@@ -141,9 +217,13 @@ public enum FunctionLibrary {
         else
           r.remainingMs = left
         end
+      elseif op == 'rotate_key' then
+        if not is_key_hash(a) then return 'bad_request' end
+        r.key = a
       else
         return 'bad_request'
       end
+      if r.revision >= COUNTER_MAX then return 'bad_request' end
       r.revision = r.revision + 1
       return nil
     end
@@ -204,56 +284,115 @@ public enum FunctionLibrary {
     -- ARGV: epoch, channel, session, op, a, b, finished label ('' for none),
     -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
     -- label): the base when Redis has lost the session's hash; last, optional,
-    -- the latest Redis time (ms) at which the caller still waits for the answer;
-    -- optional too, the command's nonce, kept with the session when it applies
-    -- so that a caller whose reply was lost can tell (resolve).
+    -- the latest Redis time (ms) at which the caller still waits for the answer
+    -- ('' for none); then the command's nonce ('' for none), kept with the
+    -- session when it applies so that a caller whose reply was lost can tell
+    -- (resolve); then the hash of the key the commanding connection holds ('' in
+    -- open mode).
     -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
+    -- A rotation also publishes `key <session> <revision> <hash>` first, so every
+    -- instance stops taking the old key.
     local function command(keys, args)
       local epoch, channel, session, op = args[1], args[2], args[3], args[4]
       local at = now_ms()
       -- A call that arrives after its caller gave up (a link that stalled and
       -- then delivered) must change nothing: the caller answered unavailable.
-      if args[14] and args[14] ~= '' and at > tonumber(args[14]) then return {'expired'} end
+      local deadline = integer(args[14] or '', 0, EPOCH_MAX)
+      if deadline and at > deadline then return {'expired'} end
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
-      local r = read(keys[1])
+      local presented = args[16] or ''
+      local r, damage, f = read(keys[1])
       local nonce = args[15] or ''
       -- A caller that lost the reply has asked already, and answered that this
       -- command changed nothing: it must not apply now.
-      if nonce ~= '' and r and listed(r.voided, nonce) then return {'expired'} end
+      if nonce ~= '' and f and listed(f.voided, nonce) then return {'expired'} end
       if not r or not r.stored then
-        r = {
-          phase = args[8], duration = tonumber(args[9]),
-          endsAt = args[10] ~= '-' and tonumber(args[10]) or nil,
-          remainingMs = args[11] ~= '-' and tonumber(args[11]) or nil,
-          revision = tonumber(args[12]), label = args[13] ~= '' and args[13] or nil,
-          created = (r and r.created ~= 0 and r.created) or at, key = r and r.key,
-          voided = r and r.voided,
-        }
+        -- Redis lost the session's hash, or only `open` wrote it, or it is
+        -- damaged: the caller's record, checked like any other, is the base.
+        local base = parse({
+          phase = args[8], duration = args[9],
+          endsAt = args[10] ~= '-' and args[10] or nil,
+          remainingMs = args[11] ~= '-' and args[11] or nil,
+          revision = args[12], label = args[13] ~= '' and args[13] or nil,
+          -- The caller's record was written at or before now.
+          updatedAt = int(at),
+        })
+        if not base or not base.stored then return {'rejected', 'bad_request'} end
+        base.created = (r and r.created ~= 0 and r.created)
+          or (f and integer(f.created, 1, EPOCH_MAX)) or at
+        -- A hash `open` wrote keeps its key (none: open mode), and so does a
+        -- damaged one whose key is sound. A hash lost, or whose key is damaged
+        -- too, takes the key the caller proved it holds.
+        if r then
+          base.key = r.key
+        elseif f and is_key_hash(f.key) then
+          base.key = f.key
+        elseif presented ~= '' then
+          base.key = presented
+        end
+        base.voided = f and f.voided
+        r = base
       end
+      if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
+      -- Only key mode has keys: an open-mode caller must not make a session keyed.
+      if op == 'rotate_key' and presented == '' then return {'rejected', 'bad_request'} end
       local refused = apply(r, op, args[5], args[6], args[7], at)
       if refused then return {'rejected', refused} end
       if nonce ~= '' then r.applied = push(r.applied, nonce) end
       write(keys[1], r, at)
+      if op == 'rotate_key' then
+        redis.call('PUBLISH', channel, table.concat({'key', session, int(r.revision), r.key}, ' '))
+      end
       local pos = redis.call('INCR', keys[3])
       local line = encode(epoch, pos, session, r, at)
       redis.call('PUBLISH', channel, line)
+      -- A damaged hash was replaced: the caller logs why.
+      if damage then return {'ok', line, damage} end
       return {'ok', line}
     end
 
     -- A session opened on an instance: make sure it has a creation time and, in
     -- key mode, a controller key hash (the first instance to ask wins, so a
     -- creation race between instances settles on one key). Returns
-    -- {line, key hash or ''}.
-    -- ARGV: epoch, session, key hash ('' in open mode).
+    -- {line, key hash or ''[, why the hash was damaged]}.
+    -- ARGV: epoch, session, key hash ('' in open mode), channel.
     local function open(keys, args)
       local epoch, session, keyHash = args[1], args[2], args[3]
       local at = now_ms()
-      redis.call('HSETNX', keys[1], 'created', int(at))
-      if keyHash ~= '' then redis.call('HSETNX', keys[1], 'key', keyHash) end
-      redis.call('PEXPIRE', keys[1], KEEP_MS)
-      local r = read(keys[1])
-      local pos = tonumber(redis.call('GET', keys[3]) or '0')
+      local r, damage, f = read(keys[1])
+      if f and not r then
+        -- A damaged hash starts over, idle, at a revision past the old one, and
+        -- every instance hears of it; what it held that is sound is kept.
+        r = {
+          phase = 'idle', duration = 0,
+          revision = (integer(f.revision, 0, COUNTER_MAX - 1) or 0) + 1,
+          created = integer(f.created, 0, EPOCH_MAX) or at,
+          key = is_key_hash(f.key) and f.key or (keyHash ~= '' and keyHash or nil),
+        }
+        write(keys[1], r, at)
+        local pos = redis.call('INCR', keys[3])
+        local line = encode(epoch, pos, session, r, at)
+        redis.call('PUBLISH', args[4] or '', line)
+        return {line, r.key or '', damage}
+      end
+      if not r or not r.stored then
+        -- Nothing commanded yet. The creation time bounds the seq every
+        -- instance starts at; a viewer's alone is gone within minutes. A key
+        -- (key mode: the first instance to ask made a host) lives as long as a
+        -- commanded session.
+        redis.call('HSETNX', keys[1], 'created', int(at))
+        local made = keyHash ~= '' and redis.call('HSETNX', keys[1], 'key', keyHash) == 1
+        if made then
+          redis.call('PEXPIRE', keys[1], KEEP_MS)
+        elseif not (r and r.key) then
+          redis.call('PEXPIRE', keys[1], VIEW_MS)
+        end
+      else
+        redis.call('PEXPIRE', keys[1], KEEP_MS)
+      end
+      r = read(keys[1])
+      local pos = integer(redis.call('GET', keys[3]) or '0', 0, COUNTER_MAX) or 0
       return {encode(epoch, pos, session, r, at), r.key or ''}
     end
 
@@ -268,11 +407,13 @@ public enum FunctionLibrary {
     -- Returns {'applied', line} | {'absent'} | {'unknown'}.
     local function resolve(keys, args)
       local epoch, session, nonce = args[1], args[2], args[3]
-      local base, deadline = tonumber(args[4]), tonumber(args[5])
+      local base = integer(args[4], 0, COUNTER_MAX)
+      local deadline = integer(args[5], 0, EPOCH_MAX)
+      if not base or not deadline or nonce == nil or nonce == '' then return {'unknown'} end
       local at = now_ms()
       local r = read(keys[1])
       if r and r.stored and listed(r.applied, nonce) then
-        local pos = tonumber(redis.call('GET', keys[3]) or '0')
+        local pos = integer(redis.call('GET', keys[3]) or '0', 0, COUNTER_MAX) or 0
         return {'applied', encode(epoch, pos, session, r, at)}
       end
       if at <= deadline then
@@ -305,32 +446,39 @@ public enum FunctionLibrary {
     -- KEYS: 1 the session's viewer hash, 2 the instance set, 3 the caller's
     -- session index (the sessions it counts viewers in, so that when it dies
     -- only those are recounted). ARGV: instance id, its count, channel, session,
-    -- heartbeat TTL (ms). Returns {sum, version}: the version orders sums that
+    -- heartbeat TTL (ms), '1' when the session is open there (else '0'). Returns {sum, version}: the version orders sums that
     -- reach an instance both as replies and as messages.
     local function viewers(keys, args)
-      local instance, count, channel, session = args[1], tonumber(args[2]), args[3], args[4]
+      local instance, channel, session = args[1], args[3], args[4]
+      local count = integer(args[2], 0, COUNTER_MAX) or 0
       local at = now_ms()
       beat(keys[2], instance, args[5], at)
-      if count > 0 then
+      -- An instance keeps its field (0 too) while it has the session open, so
+      -- that `forget` can tell whether anyone still does.
+      if args[6] == '1' then
         redis.call('HSET', keys[1], instance, int(count))
         redis.call('SADD', keys[3], session)
       else
         redis.call('HDEL', keys[1], instance)
         redis.call('SREM', keys[3], session)
       end
-      redis.call('PEXPIRE', keys[3], KEEP_MS)
-      local version = redis.call('HINCRBY', keys[1], '#', 1)
+      redis.call('PEXPIRE', keys[3], VIEW_MS)
+      -- Versions start from Redis's clock, so one deleted and made anew still
+      -- orders after every version sent before.
+      local last = integer(redis.call('HGET', keys[1], '#') or '0', 0, COUNTER_MAX) or 0
+      local version = math.max(last + 1, at * 1000)
+      redis.call('HSET', keys[1], '#', int(version))
       local h = redis.call('HGETALL', keys[1])
       local sum, before = 0, nil
       for i = 1, #h, 2 do
         if h[i] == '#' then
           -- the version, not an instance
         elseif h[i] == '~' then
-          before = tonumber(h[i + 1])
+          before = integer(h[i + 1], 0, COUNTER_MAX)
         else
           local deadline = redis.call('ZSCORE', keys[2], h[i])
           if deadline and tonumber(deadline) >= at then
-            sum = sum + tonumber(h[i + 1])
+            sum = sum + (integer(h[i + 1], 0, COUNTER_MAX) or 0)
           else
             redis.call('HDEL', keys[1], h[i])
           end
@@ -342,8 +490,43 @@ public enum FunctionLibrary {
           'PUBLISH', channel,
           table.concat({'viewers', session, int(sum), instance, int(version)}, ' '))
       end
-      redis.call('PEXPIRE', keys[1], KEEP_MS)
+      redis.call('PEXPIRE', keys[1], VIEW_MS)
       return {sum, version}
+    end
+
+    -- Renews what sessions open on an instance keep (their viewer hashes, the
+    -- instance's index) for another VIEW_MS: the instance sends a slice of them
+    -- with each heartbeat. KEYS: the keys to renew. Returns how many exist.
+    local function renew(keys)
+      local renewed = 0
+      for i = 1, #keys do renewed = renewed + redis.call('PEXPIRE', keys[i], VIEW_MS) end
+      return renewed
+    end
+
+    -- An instance forgot a session: its field and index entry go, and when no
+    -- live instance has the session open any more, so do its viewer hash and
+    -- its session hash (unless a run is still in it: that one keeps its TTL).
+    -- KEYS: 1 the session hash, 2 its viewer hash, 3 the instance set, 4 the
+    -- caller's session index. ARGV: instance id, session. Returns 1 when the
+    -- keys went.
+    local function forget(keys, args)
+      local at = now_ms()
+      redis.call('HDEL', keys[2], args[1])
+      redis.call('SREM', keys[4], args[2])
+      local h = redis.call('HGETALL', keys[2])
+      for i = 1, #h, 2 do
+        if h[i] ~= '#' and h[i] ~= '~' then
+          local deadline = redis.call('ZSCORE', keys[3], h[i])
+          if deadline and tonumber(deadline) >= at then return 0 end
+        end
+      end
+      redis.call('DEL', keys[2])
+      local r = read(keys[1])
+      local ends = r and r.endsAt
+      if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at))) then
+        redis.call('DEL', keys[1])
+      end
+      return 1
     end
 
     -- An instance's heartbeat, about once a second. KEYS: 1 the instance set.
@@ -378,11 +561,13 @@ public enum FunctionLibrary {
       return sessions
     end
 
-    redis.register_function('countdown_command', command)
-    redis.register_function('countdown_viewers', viewers)
-    redis.register_function('countdown_open', open)
-    redis.register_function('countdown_heartbeat', heartbeat)
-    redis.register_function('countdown_reap', reap)
-    redis.register_function('countdown_resolve', resolve)
+    redis.register_function('countdown_v2_command', command)
+    redis.register_function('countdown_v2_viewers', viewers)
+    redis.register_function('countdown_v2_open', open)
+    redis.register_function('countdown_v2_forget', forget)
+    redis.register_function('countdown_v2_renew', renew)
+    redis.register_function('countdown_v2_heartbeat', heartbeat)
+    redis.register_function('countdown_v2_reap', reap)
+    redis.register_function('countdown_v2_resolve', resolve)
     """#
 }

@@ -94,7 +94,7 @@ final class HiredisContext {
   ) throws(RedisError) {
     let context: UnsafeMutablePointer<redisAsyncContext>?
     switch address.endpoint {
-    case .tcp(let ip, let port): context = redisAsyncConnect(ip, Int32(port))
+    case .tcp(let ip, let port): context = redisAsyncConnect(ip, Int32(clamping: port))
     case .unix(let path): context = redisAsyncConnectUnix(path)
     }
     guard let context else { throw RedisError(.disconnected, "out of memory") }
@@ -178,21 +178,29 @@ final class HiredisContext {
   func forget() { freed = true }
 }
 
-/// Hands hiredis a command as C strings with their lengths,
-/// valid for the duration of `body`.
+/// Hands hiredis a command as byte buffers with their lengths, valid for
+/// the duration of `body`. Binary-safe: each buffer holds exactly the
+/// argument's UTF-8 bytes, a NUL among them included, and hiredis reads
+/// `argvlen` bytes of it (a C-string copy would stop at the NUL while the
+/// length ran on into the heap).
 private func withArgv<Result>(
   _ arguments: [String],
   _ body: (
     Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?
   ) -> Result
 ) -> Result {
-  let lengths = arguments.map { $0.utf8.count }
-  let copies = arguments.map { strdup($0) }
-  defer { copies.forEach { free($0) } }
-  var pointers = copies.map { UnsafePointer<CChar>($0) }
+  let bytes = arguments.map { Array($0.utf8) }
+  let lengths = bytes.map(\.count)
+  let copies = bytes.map { argument -> UnsafeMutableBufferPointer<CChar> in
+    let buffer = UnsafeMutableBufferPointer<CChar>.allocate(capacity: max(1, argument.count))
+    for (index, byte) in argument.enumerated() { buffer[index] = CChar(bitPattern: byte) }
+    return buffer
+  }
+  defer { copies.forEach { $0.deallocate() } }
+  var pointers = copies.map { UnsafePointer<CChar>($0.baseAddress) }
   return pointers.withUnsafeMutableBufferPointer { argv in
     lengths.withUnsafeBufferPointer { argvlen in
-      body(Int32(arguments.count), argv.baseAddress, argvlen.baseAddress)
+      body(Int32(clamping: arguments.count), argv.baseAddress, argvlen.baseAddress)
     }
   }
 }
@@ -232,7 +240,8 @@ public final class BlockingRedis {
     let timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
     let context: UnsafeMutablePointer<redisContext>?
     switch address.endpoint {
-    case .tcp(let ip, let port): context = redisConnectWithTimeout(ip, Int32(port), timeout)
+    case .tcp(let ip, let port):
+      context = redisConnectWithTimeout(ip, Int32(clamping: port), timeout)
     case .unix(let path): context = redisConnectUnixWithTimeout(path, timeout)
     }
     guard let context else { throw RedisError(.disconnected, "out of memory") }
@@ -257,7 +266,15 @@ public final class BlockingRedis {
     let typed = reply.assumingMemoryBound(to: redisReply.self)
     defer { freeReplyObject(reply) }
     let value = convert(typed)
-    if case .error(let message) = value { throw RedisError(.reply, message) }
+    if case .error(let message) = value {
+      throw RedisError.reply(message, toAuth: arguments.first == "AUTH")
+    }
     return value
+  }
+
+  /// AUTH, before anything else on this connection: as `username` (an ACL
+  /// user) or the default user. Nothing here puts the password in a message.
+  public func authenticate(username: String?, password: String) throws(RedisError) {
+    try command(RedisConnection.authArguments(username: username, password: password))
   }
 }

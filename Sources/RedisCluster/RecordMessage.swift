@@ -1,7 +1,7 @@
 import CountdownCore
 
 /// One session's record as the function library writes it on one line: the
-/// reply of `countdown_command` and `countdown_open`, and every message on
+/// reply of `countdown_v2_command` and `countdown_v2_open`, and every message on
 /// the changes channel. Fields are separated by single spaces, the finished
 /// label last since it may hold spaces; `-` stands for an absent deadline or
 /// time left.

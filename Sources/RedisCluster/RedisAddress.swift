@@ -10,24 +10,29 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
   public let endpoint: Endpoint
   /// The logical database (`SELECT`); Redis Functions are shared by all of them.
   public let database: Int
+  /// The ACL user to authenticate as (`redis://user@IP:PORT`); its password
+  /// comes from a file, never from the URL.
+  public let username: String?
 
-  public init(endpoint: Endpoint, database: Int = 0) {
+  public init(endpoint: Endpoint, database: Int = 0, username: String? = nil) {
     self.endpoint = endpoint
     self.database = database
+    self.username = username
   }
 
   public var description: String {
     let base: String
     switch endpoint {
     case .tcp(let ip, let port):
-      base = ip.contains(":") ? "redis://[\(ip)]:\(port)" : "redis://\(ip):\(port)"
+      let user = username.map { "\($0)@" } ?? ""
+      base = ip.contains(":") ? "redis://\(user)[\(ip)]:\(port)" : "redis://\(user)\(ip):\(port)"
     case .unix(let path): base = "unix://\(path)"
     }
     return database == 0 ? base : "\(base)/\(database)"
   }
 
-  /// Parses `redis://IP:PORT[/DB]` (an IPv6 address in brackets, the port
-  /// 6379 when left out) or `unix:///path/to/socket[?db=N]`.
+  /// Parses `redis://[USER@]IP:PORT[/DB]` (an IPv6 address in brackets, the
+  /// port 6379 when left out) or `unix:///path/to/socket[?db=N]`.
   public static func parse(_ text: String) throws(RedisError) -> RedisAddress {
     func bad(_ why: String) -> RedisError {
       RedisError(.badAddress, "'\(text)': \(why)")
@@ -50,8 +55,20 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
       throw bad("expected redis://IP:PORT[/DB] or unix:///PATH")
     }
     var rest = Substring(text.dropFirst("redis://".count))
-    guard !rest.contains("@") else {
-      throw bad("credentials in the URL are not supported")
+    var username: String?
+    if let at = rest.firstIndex(of: "@") {
+      let user = rest[..<at]
+      guard !user.contains(":") else {
+        // Not echoed: the URL holds a password.
+        throw RedisError(
+          .badAddress,
+          "a password does not go in the --redis URL, where ps and logs would show it; "
+            + "put it in a file and give --redis-password-file")
+      }
+      guard !user.isEmpty, user.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
+      else { throw bad("the user before '@' must be a name without spaces") }
+      username = String(user)
+      rest = rest[rest.index(after: at)...]
     }
     var database = 0
     if let slash = rest.firstIndex(of: "/") {
@@ -92,7 +109,7 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
         "'\(ip)' is not an IP address; give an IP address (a host name would need a "
           + "blocking DNS look-up) or a unix socket")
     }
-    return RedisAddress(endpoint: .tcp(ip: ip, port: port), database: database)
+    return RedisAddress(endpoint: .tcp(ip: ip, port: port), database: database, username: username)
   }
 
   static func isIPv4(_ text: String) -> Bool {

@@ -52,11 +52,25 @@ final class RedisConnection: HiredisContextOwner {
   static let firstBackoffMs: Int64 = 100
   static let longestBackoffMs: Int64 = 2000
 
-  init(name: String, address: RedisAddress, loop: LibevLoop, timeoutMs: Int64) {
+  /// Sent with AUTH first on every (re)connect; never logged.
+  private let password: String?
+  private lazy var authTimer = LoopTimer(loop: loop) { [unowned self] in
+    drop(RedisError(.authentication, "\(name): AUTH was refused"))
+  }
+
+  init(
+    name: String, address: RedisAddress, loop: LibevLoop, timeoutMs: Int64,
+    password: String? = nil
+  ) {
     self.name = name
     self.address = address
     self.loop = loop
     self.timeoutMs = timeoutMs
+    self.password = password
+  }
+
+  static func authArguments(username: String?, password: String) -> [String] {
+    username.map { ["AUTH", $0, password] } ?? ["AUTH", password]
   }
 
   // Pending handlers may reach objects that are going too: they are not run.
@@ -116,6 +130,18 @@ final class RedisConnection: HiredisContextOwner {
     connectDeadline = nil
     isUp = true
     backoffMs = 0
+    if let password {
+      // First of all on the wire, so nothing runs unauthenticated. A refusal
+      // drops the connection (from a timer: not inside hiredis's callback),
+      // and it tries again with backoff.
+      send(Self.authArguments(username: address.username, password: password)) {
+        [weak self] result in
+        guard let self, case .failure(let error) = result, error.kind == .reply else { return }
+        Logger.shared.error(
+          "redis_auth_failed", ["connection": LogValue(name), "error": LogValue(error.message)])
+        authTimer.schedule(afterMs: 0)
+      }
+    }
     if address.database != 0 {
       // First on the wire, so everything after runs in that database.
       send(["SELECT", String(address.database)]) { _ in }

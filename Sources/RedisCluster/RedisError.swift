@@ -13,6 +13,8 @@ public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
     case reply
     /// The reply was not what the caller expected.
     case protocolViolation
+    /// Redis refused the credentials, or wants some and got none.
+    case authentication
   }
 
   public let kind: Kind
@@ -23,6 +25,13 @@ public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
     self.message = message
   }
 
+  /// An error reply, as an authentication failure when it is one (NOAUTH,
+  /// WRONGPASS, or any refusal of AUTH itself).
+  static func reply(_ message: String, toAuth: Bool = false) -> RedisError {
+    let refused = ["NOAUTH", "WRONGPASS", "NOPERM"].contains { message.hasPrefix($0) }
+    return RedisError(toAuth || refused ? .authentication : .reply, message)
+  }
+
   public var description: String {
     switch kind {
     case .badAddress: "bad Redis address: \(message)"
@@ -30,6 +39,9 @@ public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
     case .timeout: "Redis did not answer in time: \(message)"
     case .reply: "Redis refused: \(message)"
     case .protocolViolation: "unexpected answer from Redis: \(message)"
+    case .authentication:
+      "Redis refused to authenticate this server (check the user in --redis and the password in "
+        + "--redis-password-file): \(message)"
     }
   }
 }

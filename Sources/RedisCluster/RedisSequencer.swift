@@ -2,7 +2,7 @@ import CountdownCore
 import Observability
 
 /// The command path's "sequence" step for a cluster: Redis orders every
-/// command through one function call (`countdown_command`), so instances
+/// command through one function call (`countdown_v2_command`), so instances
 /// behind a load balancer share sessions.
 ///
 /// Everything here runs on one thread, the loop's: hiredis's callbacks,
@@ -12,7 +12,7 @@ import Observability
 ///
 /// - A command goes out as one FCALL; its reply completes the ticket.
 /// - A session created here is `.loading` until its hash is read
-///   (`countdown_open`), which also settles its controller key.
+///   (`countdown_v2_open`), which also settles its controller key.
 /// - Every change is published with the cluster epoch, the channel's
 ///   position and the session's revision. A newer revision is adopted, a gap
 ///   or another epoch re-reads the session, and a position this instance
@@ -41,9 +41,14 @@ public final class RedisSequencer: CommandSequencer {
     /// `outcome_unknown`: so no client waits longer than this for an answer.
     public var resolveWithinMs: Int64 = 5000
 
-    public init(address: RedisAddress, epoch: String) {
+    /// AUTH's password (with `address.username`, an ACL user), from
+    /// `--redis-password-file`; never logged or shown.
+    public var password: String?
+
+    public init(address: RedisAddress, epoch: String, password: String? = nil) {
       self.address = address
       self.epoch = epoch
+      self.password = password
     }
   }
 
@@ -62,7 +67,20 @@ public final class RedisSequencer: CommandSequencer {
     public var lostRepliesUnknown = 0
     /// The most bulk reads and counts that were in flight at once.
     public var peakBulkInFlight = 0
+    /// Records from Redis that were out of range (dropped or reset), each logged.
+    public var damagedRecords = 0
   }
+
+  /// The function library's name, with its version: a release that changes
+  /// what a function takes or answers gets a new one, so old and new
+  /// instances each call their own through a rolling upgrade.
+  static let library = "countdown_v2"
+  static func function(_ name: String) -> String { "\(library)_\(name)" }
+  /// A full round of renewals (see `renew`) takes about this long, well
+  /// inside the few minutes the function keeps viewer hashes (VIEW_MS in
+  /// countdown.lua); at least this many sessions go in each call.
+  static let renewRoundMs: Int64 = 60_000
+  static let renewBatch = 1000
 
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
@@ -142,6 +160,8 @@ public final class RedisSequencer: CommandSequencer {
   public let instance = Hub.randomEpoch()
   /// The instances whose heartbeat had expired at the last heartbeat.
   private var expiredInstances: Set<String> = []
+  /// Sessions whose viewer hash the next renewals renew (see `renew`).
+  private var renewQueue: [String] = []
 
   private enum BulkItem {
     case read(String)
@@ -195,10 +215,14 @@ public final class RedisSequencer: CommandSequencer {
   /// when Redis has none; the answer is the cluster's. `clock`, if given,
   /// gets its first offset, so the first sessions are on Redis's time.
   public static func prepare(
-    _ address: RedisAddress, proposedEpoch proposed: String, timeoutMs: Int = 2000,
-    clock: RedisClock? = nil
+    _ address: RedisAddress, password: String? = nil, proposedEpoch proposed: String,
+    timeoutMs: Int = 2000, clock: RedisClock? = nil
   ) throws(RedisError) -> String {
     let redis = try BlockingRedis(address, timeoutMs: timeoutMs)
+    if let password { try redis.authenticate(username: address.username, password: password) }
+    // A small command first: a Redis that wants a password answers NOAUTH
+    // to it, where it would cut the library's upload short with a protocol error.
+    try redis.command(["PING"])
     if address.database != 0 { try redis.command(["SELECT", String(address.database)]) }
     if let clock {
       let asked = clock.local.nowMicroseconds()
@@ -220,9 +244,11 @@ public final class RedisSequencer: CommandSequencer {
   /// `stop`.
   public func start(on loop: LibevLoop) {
     commands = RedisConnection(
-      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+      name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
+      password: settings.password)
     subscriber = RedisConnection(
-      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs)
+      name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
+      password: settings.password)
     commands.onUp = { [unowned self] in commandsUp() }
     subscriber.onUp = { [unowned self] in subscriberUp() }
     commands.onDown = { [unowned self] in
@@ -276,11 +302,16 @@ public final class RedisSequencer: CommandSequencer {
       resolveWithinMs: settings.resolveWithinMs)
     let arguments =
       [
-        "FCALL", "countdown_command", "3", Self.sessionKey(request.session), Self.epochKey,
+        "FCALL", Self.function("command"), "3", Self.sessionKey(request.session), Self.epochKey,
         Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
-      ] + RecordMessage.arguments(of: request.current) + [String(deadline), lost.nonce]
+      ] + RecordMessage.arguments(of: request.current) + [
+        // Then the presented key's hash, which the function checks again.
+        String(deadline), lost.nonce, request.presentedKeyHash?.hex ?? "",
+      ]
+    var rotated: KeyHash?
+    if case .rotateKey(let hash) = request.command { rotated = hash }
     let sent = commands.send(arguments) { [weak self] result in
-      self?.commandAnswered(lost, result)
+      self?.commandAnswered(lost, rotated: rotated, result)
     }
     guard sent else {
       stats.commandsUnavailable += 1
@@ -298,11 +329,21 @@ public final class RedisSequencer: CommandSequencer {
 
   public func forgot(session: String) {
     open[session] = nil
+    // Its keys go once no instance has it open; when Redis cannot be
+    // reached now, their TTLs see to it.
+    guard isConnected else { return }
+    let arguments = [
+      "FCALL", Self.function("forget"), "4", Self.sessionKey(session), Self.viewerKey(session),
+      Self.instancesKey, Self.sessionIndexKey(instance), instance, session,
+    ]
+    commands.send(arguments) { _ in }
   }
 
   // MARK: Replies and messages
 
-  private func commandAnswered(_ sent: LostReply, _ result: Result<RedisReply, RedisError>) {
+  private func commandAnswered(
+    _ sent: LostReply, rotated: KeyHash?, _ result: Result<RedisReply, RedisError>
+  ) {
     let ticket = sent.ticket
     let session = sent.session
     let outcome: SequenceOutcome
@@ -310,8 +351,10 @@ public final class RedisSequencer: CommandSequencer {
     case .success(let reply):
       let parts = reply.elements?.compactMap(\.text) ?? []
       switch (parts.first, parts.count) {
-      case ("ok", 2):
-        guard let message = RecordMessage.parse(parts[1]) else {
+      case ("ok", 2), ("ok", 3):
+        if parts.count == 3 { recordReset(session, parts[2]) }
+        guard let message = RecordMessage.parse(parts[1]), acceptable(message, from: "reply")
+        else {
           outcome = .unavailable(Self.unreachable)
           break
         }
@@ -319,6 +362,7 @@ public final class RedisSequencer: CommandSequencer {
         if open[session] != nil, !open[session]!.loading {
           open[session]!.revision = max(open[session]!.revision, message.record.revision)
         }
+        if let rotated { open[session]?.keyHash = rotated }
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
       case ("expired", 1):
@@ -345,15 +389,15 @@ public final class RedisSequencer: CommandSequencer {
     deliver { [weak self] in self?.hub?.complete(ticket, outcome, now: now) }
   }
 
-  /// Reads a session's hash (`countdown_open`, which in key mode settles
+  /// Reads a session's hash (`countdown_v2_open`, which in key mode settles
   /// its key) and hands it to the hub: its first state, or a reconciliation.
   @discardableResult
   private func read(_ session: String, then done: RedisConnection.Handler? = nil) -> Bool {
     guard let entry = open[session] else { return true }
     stats.rereads += 1
     let arguments = [
-      "FCALL", "countdown_open", "3", Self.sessionKey(session), Self.epochKey, Self.positionKey,
-      settings.epoch, session, entry.keyHash?.hex ?? "",
+      "FCALL", Self.function("open"), "3", Self.sessionKey(session), Self.epochKey,
+      Self.positionKey, settings.epoch, session, entry.keyHash?.hex ?? "", channel,
     ]
     return commands.send(arguments) { [weak self] result in
       self?.readAnswered(session, result)
@@ -363,15 +407,31 @@ public final class RedisSequencer: CommandSequencer {
 
   private func readAnswered(_ session: String, _ result: Result<RedisReply, RedisError>) {
     guard case .success(let reply) = result, let parts = reply.elements?.compactMap(\.text),
-      parts.count == 2, let message = RecordMessage.parse(parts[0]),
-      var entry = open[session]
+      parts.count == 2 || parts.count == 3, var entry = open[session]
     else {
       // A failure drops the connection; the reconnect reads every session again.
+      return
+    }
+    if parts.count == 3 { recordReset(session, parts[2]) }
+    guard let message = RecordMessage.parse(parts[0]), acceptable(message, from: "read") else {
+      // Nothing sound to show: a session still loading shows its fresh
+      // record, and its first command writes a sound one.
+      guard entry.loading else { return }
+      entry.loading = false
+      open[session] = entry
+      let now = clock.nowMilliseconds()
+      deliver { [weak self] in
+        self?.hub?.loaded(
+          session: session, record: nil, keyHash: KeyHash(hex: parts[1]) ?? entry.keyHash, now: now)
+      }
       return
     }
     let record = message.record
     let storedKey = KeyHash(hex: parts[1])
     let wasLoading = entry.loading
+    // A rotation whose message this instance missed (a reconnect, a gap).
+    let keyMoved = !wasLoading && storedKey != nil && storedKey != entry.keyHash
+    if storedKey != nil { entry.keyHash = storedKey }
     entry.loading = false
     entry.revision = max(entry.revision, record.revision)
     open[session] = entry
@@ -381,8 +441,59 @@ public final class RedisSequencer: CommandSequencer {
       if wasLoading {
         hub.loaded(session: session, record: record, keyHash: storedKey, now: now)
       } else {
+        if keyMoved, let storedKey {
+          hub.keyChanged(session: session, keyHash: storedKey, now: now)
+        }
         hub.adoptRemote(session: session, record: record, now: now)
       }
+    }
+  }
+
+  /// Whether a record that came from Redis can be taken: its fields in
+  /// range (`SessionRecord.damage`) before any arithmetic on them. One that
+  /// cannot is logged with its session and dropped; the rest carry on.
+  private func acceptable(_ message: RecordMessage, from source: String) -> Bool {
+    guard let damage = message.record.damage else { return true }
+    stats.damagedRecords += 1
+    log.warn(
+      "redis_record_damaged",
+      [
+        "session": LogValue(message.session), "source": LogValue(source),
+        "damage": LogValue(damage),
+      ])
+    return false
+  }
+
+  /// A message on the changes channel that is no record at all.
+  private func unreadable(_ line: String) {
+    stats.damagedRecords += 1
+    let fields = line.split(separator: " ", maxSplits: 3)
+    log.warn(
+      "redis_record_damaged",
+      [
+        "session": LogValue(fields.count > 2 ? String(fields[2].prefix(64)) : ""),
+        "source": LogValue("message"), "damage": LogValue("not a record line"),
+      ])
+  }
+
+  /// The function found the session's hash damaged and replaced it.
+  private func recordReset(_ session: String, _ damage: String) {
+    stats.damagedRecords += 1
+    log.warn("redis_record_reset", ["session": LogValue(session), "damage": LogValue(damage)])
+  }
+
+  /// `key <session> <revision> <hash>`: a controller rotated the session's
+  /// key (here or elsewhere), so the old key stops working here too.
+  private func keyMessage(_ payload: String) {
+    let parts = payload.split(separator: " ", omittingEmptySubsequences: false)
+    guard parts.count == 4, UInt64(parts[2]) != nil, let hash = KeyHash(hex: String(parts[3]))
+    else { return }
+    let session = String(parts[1])
+    guard let entry = open[session], !entry.loading, entry.keyHash != hash else { return }
+    open[session]!.keyHash = hash
+    let now = clock.nowMilliseconds()
+    deliver { [weak self] in
+      self?.hub?.keyChanged(session: session, keyHash: hash, now: now)
     }
   }
 
@@ -395,15 +506,24 @@ public final class RedisSequencer: CommandSequencer {
       reconcile()
     case "message":
       stats.messages += 1
-      if parts[2] == "probe \(instance)" {
-        probeSentAt = nil
+      if parts[2].hasPrefix("probe ") {
+        // Every instance's probe comes through; only its own is awaited.
+        if parts[2] == "probe \(instance)" { probeSentAt = nil }
         return
       }
       if parts[2].hasPrefix("viewers ") {
         viewersMessage(parts[2])
         return
       }
-      guard let message = RecordMessage.parse(parts[2]) else { return }
+      if parts[2].hasPrefix("key ") {
+        keyMessage(parts[2])
+        return
+      }
+      guard let message = RecordMessage.parse(parts[2]) else {
+        unreadable(parts[2])
+        return
+      }
+      guard acceptable(message, from: "message") else { return }
       changed(message)
     default:
       break
@@ -456,7 +576,7 @@ public final class RedisSequencer: CommandSequencer {
 
   private func resolve(_ lost: LostReply) {
     let arguments = [
-      "FCALL", "countdown_resolve", "3", Self.sessionKey(lost.session), Self.epochKey,
+      "FCALL", Self.function("resolve"), "3", Self.sessionKey(lost.session), Self.epochKey,
       Self.positionKey, settings.epoch, lost.session, lost.nonce, String(lost.base),
       String(lost.deadline),
     ]
@@ -532,6 +652,7 @@ public final class RedisSequencer: CommandSequencer {
     let now = clock.nowMilliseconds()
     if now - (heartbeatAt ?? .min / 2) >= min(1000, settings.heartbeatTTLMs / 3) {
       heartbeat(first: heartbeatAt == nil)
+      renew()
       heartbeatAt = now
     }
     for (session, entry) in open where !entry.loading {
@@ -563,9 +684,9 @@ public final class RedisSequencer: CommandSequencer {
   ) -> Bool {
     open[session]?.sentViewers = local
     let arguments = [
-      "FCALL", "countdown_viewers", "3", Self.viewerKey(session), Self.instancesKey,
+      "FCALL", Self.function("viewers"), "3", Self.viewerKey(session), Self.instancesKey,
       Self.sessionIndexKey(instance), instance, String(local), channel, session,
-      String(settings.heartbeatTTLMs),
+      String(settings.heartbeatTTLMs), open[session] == nil ? "0" : "1",
     ]
     return commands.send(arguments) { [weak self] result in
       defer { done?(result) }
@@ -576,6 +697,19 @@ public final class RedisSequencer: CommandSequencer {
     }
   }
 
+  /// Keeps the viewer hashes of the sessions open here (and this instance's
+  /// index) from expiring: each heartbeat renews the next slice of them, so
+  /// a round takes about `renewRoundMs` whatever the session count, and
+  /// Redis still gets a bounded call a second, not one per session.
+  private func renew() {
+    if renewQueue.isEmpty { renewQueue = open.filter { !$0.value.loading }.map(\.key) }
+    let batch = max(Self.renewBatch, open.count / Int(Self.renewRoundMs / 1000))
+    let slice = renewQueue.suffix(batch)
+    renewQueue.removeLast(slice.count)
+    let keys = [Self.sessionIndexKey(instance)] + slice.map(Self.viewerKey)
+    commands.send(["FCALL", Self.function("renew"), String(keys.count)] + keys) { _ in }
+  }
+
   /// One call a second, whatever the session count. When this instance's own
   /// heartbeat had lapsed (a stalled link), others may have dropped its counts:
   /// it sends them all again. When another instance's has newly expired, this
@@ -583,7 +717,7 @@ public final class RedisSequencer: CommandSequencer {
   /// the dead one counted viewers in, once, and the others do nothing.
   private func heartbeat(first: Bool) {
     let arguments = [
-      "FCALL", "countdown_heartbeat", "1", Self.instancesKey, instance,
+      "FCALL", Self.function("heartbeat"), "1", Self.instancesKey, instance,
       String(settings.heartbeatTTLMs),
     ]
     commands.send(arguments) { [weak self] result in
@@ -610,7 +744,7 @@ public final class RedisSequencer: CommandSequencer {
 
   private func reap(_ dead: String) {
     let arguments = [
-      "FCALL", "countdown_reap", "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
+      "FCALL", Self.function("reap"), "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
     ]
     commands.send(arguments) { [weak self] result in
       guard let self, case .success(.array(let sessions)) = result else { return }
@@ -813,7 +947,7 @@ public final class RedisSequencer: CommandSequencer {
     redisClock.nowMilliseconds() + settings.timeoutMs / 2
   }
 
-  /// A command's op and arguments as `countdown_command` takes them.
+  /// A command's op and arguments as `countdown_v2_command` takes them.
   static func arguments(of command: SessionCommand) -> (String, String, String, String) {
     switch command {
     case .start(.seconds(let seconds), let label):
@@ -824,6 +958,7 @@ public final class RedisSequencer: CommandSequencer {
     case .pause: ("pause", "", "", "")
     case .resume: ("resume", "", "", "")
     case .adjust(let seconds): ("adjust", String(seconds), "", "")
+    case .rotateKey(let hash): ("rotate_key", hash.hex, "", "")
     }
   }
 }

@@ -117,11 +117,14 @@ final class Statement {
       case .text(let text):
         var text = text
         code = text.withUTF8 {
-          sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count), cds_sqlite_transient())
+          // Past Int32 SQLite could not take it anyway; TOOBIG, not a trap.
+          guard let count = Int32(exactly: $0.count) else { return SQLITE_TOOBIG }
+          return sqlite3_bind_text(handle, index, $0.baseAddress, count, cds_sqlite_transient())
         }
       case .blob(let bytes):
         code = bytes.withUnsafeBytes {
-          sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), cds_sqlite_transient())
+          guard let count = Int32(exactly: $0.count) else { return SQLITE_TOOBIG }
+          return sqlite3_bind_blob(handle, index, $0.baseAddress, count, cds_sqlite_transient())
         }
       case .null: code = sqlite3_bind_null(handle, index)
       }
@@ -137,11 +140,46 @@ final class Statement {
   }
 }
 
+/// SQLite's storage classes: a column declared INTEGER may still hold any of them.
+enum ColumnType: String { case integer, real, text, blob, null }
+
 /// The current row of a statement, valid only inside `query`'s closure.
 struct Row {
   fileprivate let handle: OpaquePointer
 
   func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+  /// The value's storage class as SQLite holds it, before any conversion.
+  func type(_ column: Int32) -> ColumnType {
+    switch sqlite3_column_type(handle, column) {
+    case SQLITE_INTEGER: .integer
+    case SQLITE_FLOAT: .real
+    case SQLITE_TEXT: .text
+    case SQLITE_BLOB: .blob
+    default: .null
+    }
+  }
+
+  /// The integer only when it is stored as one: SQLite would turn 'abc' into
+  /// 0 and 1e308 into Int64.max without a word.
+  func exactInteger(_ column: Int32) -> Int64? {
+    type(column) == .integer ? sqlite3_column_int64(handle, column) : nil
+  }
+
+  /// The text only when it is stored as text and is valid UTF-8: a repair
+  /// would show every viewer something nobody wrote.
+  func exactText(_ column: Int32) -> String? {
+    guard type(column) == .text else { return nil }
+    return String(validating: bytes(column), as: UTF8.self)
+  }
+
+  /// The value's bytes as SQLite hands out text or a blob, whatever it holds.
+  func bytes(_ column: Int32) -> [UInt8] {
+    let pointer = sqlite3_column_blob(handle, column)
+    let count = Int(sqlite3_column_bytes(handle, column))
+    guard let pointer, count > 0 else { return [] }
+    return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+  }
 
   func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
 

@@ -43,8 +43,10 @@ public final class SQLiteStore: SessionStore, Sendable {
   public let path: String
   public let sync: SyncMode
   let database: Guarded<Database?>
-  private let queue: Guarded<WriteQueue>
+  let queue: Guarded<WriteQueue>
   private let writer: Guarded<JoinableThread?>
+  /// Held from open to close: no second server uses the file meanwhile.
+  private let claim: Guarded<LockFile?>
 
   /// After the first failed commit, the writer waits this long before trying
   /// kept writes again (doubling up to `longestRetryWait`); a new write wakes
@@ -52,23 +54,37 @@ public final class SQLiteStore: SessionStore, Sendable {
   static let firstRetryWait = Duration.milliseconds(50)
   static let longestRetryWait = Duration.seconds(2)
 
-  private init(path: String, sync: SyncMode, database: Database) {
+  /// Writes that may wait uncommitted (queued, in the transaction being
+  /// committed, or kept after a failed commit) before a command's write is
+  /// answered `unavailable`: what a stalled disk may cost in memory.
+  public static let defaultQueueLimit = 10_000
+
+  private init(
+    path: String, sync: SyncMode, queueLimit: Int, database: Database, claim: LockFile?
+  ) {
     self.path = path
     self.sync = sync
     self.database = Guarded(database)
-    queue = Guarded(WriteQueue())
+    queue = Guarded(WriteQueue(limit: max(1, queueLimit)))
     writer = Guarded(nil)
+    self.claim = Guarded(claim)
   }
 
   /// Opens (creating if need be) and migrates the file, then starts the writer.
   ///
   /// A file that is not a SQLite database, has a newer schema version, or
   /// cannot be written is refused before anything is written to it.
-  public static func open(path: String, sync: SyncMode = .full) throws(StoreError) -> SQLiteStore {
+  public static func open(
+    path: String, sync: SyncMode = .full, queueLimit: Int = defaultQueueLimit
+  ) throws(StoreError) -> SQLiteStore {
     let persistent = path != inMemory
+    var claim: LockFile?
     if persistent {
       try Schema.checkWritable(path: path)
+      // Validation only reads, so a refused file gets no lock file beside it;
+      // migration reads the version again under the claim.
       try Schema.validate(path: path)
+      claim = try LockFile.claim(path)
     }
     let connection = try Connection.open(path: path, readOnly: false)
     if connection.isReadOnly {
@@ -89,15 +105,28 @@ public final class SQLiteStore: SessionStore, Sendable {
     }
     try connection.execute("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
     try Schema.migrate(connection)
-    let store = SQLiteStore(path: path, sync: sync, database: try Database(connection))
+    let store = SQLiteStore(
+      path: path, sync: sync, queueLimit: queueLimit, database: try Database(connection),
+      claim: claim)
     store.writer.withLock { $0 = JoinableThread { store.runWriter() } }
     return store
   }
 
   /// Every stored session and the stored epoch (nil in a new file). For
   /// start-up: it blocks on the file.
-  public func load() throws(StoreError) -> (epoch: String?, sessions: [StoredSession]) {
-    try withDatabase { database throws(StoreError) in try database.load() }
+  ///
+  /// A row that is out of range or of the wrong type is not a session: it
+  /// is moved to `damaged_sessions` with its reason, in one transaction, and
+  /// named in `setAside`, so one bad row neither stops the server nor comes
+  /// back at the next start. `now` stamps the move.
+  public func load(now: Int64 = 0) throws(StoreError) -> (
+    epoch: String?, sessions: [StoredSession], setAside: [SetAside]
+  ) {
+    try withDatabase { database throws(StoreError) in
+      let (epoch, sessions, damaged) = try database.load()
+      if !damaged.isEmpty { try database.setAside(damaged, now: now) }
+      return (epoch, sessions, damaged.map(\.setAside))
+    }
   }
 
   /// Stores the epoch, committed before it returns. For start-up.
@@ -115,16 +144,29 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// Queues a write for the writer thread. Never blocks on the file: it takes
-  /// a lock that is only ever held for list operations. After `close()` a
-  /// ticketed write is answered `.unavailable` at once.
+  /// a lock that is only ever held for list operations.
+  ///
+  /// A ticketed write is answered `.unavailable` at once, through
+  /// `onCompleted` like any other outcome, after `close()` and while
+  /// `queueLimit` writes are uncommitted: a disk that stalls then costs
+  /// refused commands, not memory without end. A write without a ticket (a
+  /// creation, a deletion) has as much room again, since nobody can be told
+  /// it failed; past that it is dropped and counted (`writesDropped`).
   public func write(_ write: StoreWrite) {
-    let (accepted, handler) = queue.update { queue in
-      if !queue.stopping { queue.pending.append(write) }
-      return (!queue.stopping, queue.onCompleted)
+    let (refusal, handler) = queue.update { queue -> (String?, _) in
+      guard !queue.stopping else { return ("the store is closed", queue.onCompleted) }
+      let ticketed = !write.isKeptOnFailure
+      guard queue.uncommitted < (ticketed ? queue.limit : 2 * queue.limit) else {
+        if ticketed { queue.stats.writesRefused += 1 } else { queue.stats.writesDropped += 1 }
+        return (
+          "the server's storage is \(queue.uncommitted) writes behind; nothing changed",
+          queue.onCompleted
+        )
+      }
+      queue.pending.append(write)
+      return (nil, nil)
     }
-    guard !accepted, let completion = write.completion(failure: "the store is closed") else {
-      return
-    }
+    guard let refusal, let completion = write.completion(failure: refusal) else { return }
     handler?([completion])
   }
 
@@ -142,6 +184,7 @@ public final class SQLiteStore: SessionStore, Sendable {
     queue.withLock { queue in
       var stats = queue.stats
       stats.queueDepth = queue.pending.count
+      stats.queueLimit = queue.limit
       return stats
     }
   }
@@ -161,6 +204,8 @@ public final class SQLiteStore: SessionStore, Sendable {
     thread?.join()
     // Closing the last connection checkpoints the WAL into the main file.
     database.withLock { $0 = nil }
+    // Only once the file is closed may another server take it.
+    claim.withLock { $0 = nil }
   }
 
   private func withDatabase<Result>(
@@ -195,6 +240,7 @@ public final class SQLiteStore: SessionStore, Sendable {
       }
       let writes = kept.isEmpty ? batch : kept + batch
       if !writes.isEmpty {
+        queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
         let failure = commit(writes)
         let elapsed = ContinuousClock.now - started
@@ -239,10 +285,18 @@ public final class SQLiteStore: SessionStore, Sendable {
 
 /// What the service thread and the writer share.
 struct WriteQueue {
+  let limit: Int
   var pending: [StoreWrite] = []
   var stopping = false
   var onCompleted: (@Sendable ([StoreCompletion]) -> Void)?
   var stats = StoreStats()
+  /// A test's hook: runs on the writer thread before each commit, so a test
+  /// can hold the writer as a stalled disk would.
+  var beforeCommit: (@Sendable () -> Void)?
+
+  /// Writes accepted and not yet committed: queued, in the transaction being
+  /// committed (which holds the kept ones too), or kept after a failure.
+  var uncommitted: Int { pending.count + max(stats.batchInProgress, stats.writesKept) }
 }
 
 extension StoreWrite {
@@ -262,6 +316,25 @@ extension StoreWrite {
   }
 }
 
+/// A stored row that start-up could not take as a session, moved aside.
+public struct SetAside: Equatable, Sendable {
+  /// The row's id, escaped and cut short when it is not a session id, so a
+  /// log line shows it safely.
+  public let session: String
+  public let reason: String
+
+  public init(session: String, reason: String) {
+    self.session = session
+    self.reason = reason
+  }
+
+  static func printable(_ id: [UInt8]) -> String {
+    if SessionID.isValid(id) { return String(decoding: id, as: UTF8.self) }
+    let text = String(decoding: id.prefix(SessionID.maxLength), as: UTF8.self)
+    return text.debugDescription + (id.count > SessionID.maxLength ? "…" : "")
+  }
+}
+
 /// The open connection and its prepared statements.
 final class Database {
   let connection: Connection
@@ -273,6 +346,8 @@ final class Database {
   let selectSessions: Statement
   let selectMeta: Statement
   let upsertMeta: Statement
+  let setAside: Statement
+  let deleteSetAside: Statement
 
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
@@ -298,6 +373,15 @@ final class Database {
       FROM sessions ORDER BY id
       """)
     selectMeta = try connection.prepare("SELECT value FROM meta WHERE name = ?")
+    // By the id's bytes: a damaged id may be a blob, or text that is not UTF-8.
+    setAside = try connection.prepare(
+      """
+      INSERT INTO damaged_sessions
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, ?, ?
+      FROM sessions WHERE CAST(id AS BLOB) = ?
+      """)
+    deleteSetAside = try connection.prepare("DELETE FROM sessions WHERE CAST(id AS BLOB) = ?")
     upsertMeta = try connection.prepare(
       "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
     )
@@ -324,6 +408,20 @@ final class Database {
     }
   }
 
+  func setAside(_ damaged: [(id: [UInt8], setAside: SetAside)], now: Int64) throws(StoreError) {
+    try begin.run()
+    do throws(StoreError) {
+      for (id, entry) in damaged {
+        try setAside.run([.text(entry.reason), .integer(now), .blob(id)])
+        try deleteSetAside.run([.blob(id)])
+      }
+      try commitTransaction.run()
+    } catch {
+      if connection.inTransaction { try? rollback.run() }
+      throw error
+    }
+  }
+
   static func row(_ session: String, _ record: SessionRecord, _ keyHash: KeyHash?) -> [SQLValue] {
     [
       .text(session), .text(record.phase.rawValue), .integer(Int64(record.duration)),
@@ -336,33 +434,86 @@ final class Database {
     ]
   }
 
-  func load() throws(StoreError) -> (epoch: String?, sessions: [StoredSession]) {
+  /// Every row, read as input: each column's storage class and range is
+  /// checked before any of it is used, and a row that fails is handed back
+  /// as damaged (with its id's raw bytes, to move it) instead of trapping or
+  /// refusing the whole file.
+  func load() throws(StoreError) -> (
+    epoch: String?, sessions: [StoredSession], damaged: [(id: [UInt8], setAside: SetAside)]
+  ) {
     var epoch: String?
-    try selectMeta.query([.text("epoch")]) { row in epoch = row.text(0) }
-    var sessions: [StoredSession] = []
-    let path = connection.path
-    try selectSessions.query { row throws(StoreError) in
-      let id = row.text(0) ?? ""
-      guard let phase = row.text(1).flatMap(Phase.init(rawValue:)) else {
-        throw StoreError(.corrupt, path: path, message: "session \(id) has an unknown phase")
-      }
-      var keyHash: KeyHash?
-      if let bytes = row.blob(9) {
-        guard let hash = KeyHash(bytes) else {
-          throw StoreError(
-            .corrupt, path: path, message: "session \(id) has a key hash of \(bytes.count) bytes")
-        }
-        keyHash = hash
-      }
-      let record = SessionRecord(
-        phase: phase, duration: Int(row.integer(2)),
-        endsAt: row.isNull(3) ? nil : row.integer(3),
-        remainingMs: row.isNull(4) ? nil : row.integer(4),
-        finishedLabel: row.text(5),
-        seq: UInt64(bitPattern: row.integer(6)), revision: UInt64(bitPattern: row.integer(7)),
-        updatedAt: row.integer(8))
-      sessions.append(StoredSession(id: id, record: record, keyHash: keyHash))
+    try selectMeta.query([.text("epoch")]) { row in
+      // Every page shows the epoch back; one that is not the server's own
+      // shape counts as absent, and start-up makes a new one.
+      epoch = row.exactText(0).flatMap { Self.isEpoch($0) ? $0 : nil }
     }
-    return (epoch, sessions)
+    var sessions: [StoredSession] = []
+    var damaged: [(id: [UInt8], setAside: SetAside)] = []
+    try selectSessions.query { row in
+      do throws(RowDamage) {
+        sessions.append(try Self.decode(row))
+      } catch {
+        let id = row.bytes(0)
+        damaged.append((id, SetAside(session: SetAside.printable(id), reason: error.reason)))
+      }
+    }
+    return (epoch, sessions, damaged)
   }
+
+  static func isEpoch(_ text: String) -> Bool {
+    (1...64).contains(text.utf8.count)
+      && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+  }
+
+  struct RowDamage: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+  }
+
+  /// One row of `selectSessions` as a session, or why it cannot be one.
+  static func decode(_ row: Row) throws(RowDamage) -> StoredSession {
+    func integer(_ column: Int32, _ name: String) throws(RowDamage) -> Int64 {
+      guard let value = row.exactInteger(column) else {
+        throw RowDamage("\(name) holds \(row.type(column).rawValue), not an integer")
+      }
+      return value
+    }
+    func optionalInteger(_ column: Int32, _ name: String) throws(RowDamage) -> Int64? {
+      row.isNull(column) ? nil : try integer(column, name)
+    }
+    func counter(_ column: Int32, _ name: String) throws(RowDamage) -> UInt64 {
+      let value = try integer(column, name)
+      guard value >= 0 else { throw RowDamage("\(name) \(value) is negative") }
+      return UInt64(value)
+    }
+    guard let id = row.exactText(0), SessionID.isValid(id) else {
+      throw RowDamage("the id is not a session id")
+    }
+    guard let phaseText = row.exactText(1), let phase = Phase(rawValue: phaseText) else {
+      throw RowDamage("unknown phase")
+    }
+    var label: String?
+    if !row.isNull(5) {
+      guard let text = row.exactText(5) else {
+        throw RowDamage("finished_label holds \(row.type(5).rawValue), not UTF-8 text")
+      }
+      label = text
+    }
+    var keyHash: KeyHash?
+    if !row.isNull(9) {
+      guard row.type(9) == .blob, let hash = KeyHash(row.bytes(9)) else {
+        throw RowDamage("key_hash is not 32 bytes of blob")
+      }
+      keyHash = hash
+    }
+    let record = SessionRecord(
+      phase: phase, duration: Int(try integer(2, "duration")),
+      endsAt: try optionalInteger(3, "ends_at"),
+      remainingMs: try optionalInteger(4, "remaining_ms"),
+      finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
+      updatedAt: try integer(8, "updated_at"))
+    if let damage = record.damage { throw RowDamage(damage) }
+    return StoredSession(id: id, record: record, keyHash: keyHash)
+  }
+
 }

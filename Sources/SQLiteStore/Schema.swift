@@ -9,9 +9,11 @@
 ///   `meta` (the epoch). Open control only.
 /// - Version 2: `sessions.key_hash`, the SHA-256 of the controller key in
 ///   `--control key` mode (never the key itself).
+/// - Version 3: `damaged_sessions`, where start-up moves a row it cannot take
+///   as a session, as it was (untyped columns keep every value), with why.
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 2
+  static let version: Int64 = 3
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -34,7 +36,21 @@ enum Schema {
     ALTER TABLE sessions ADD COLUMN key_hash BLOB
       CHECK (key_hash IS NULL OR length(key_hash) = 32);
     """,
+    """
+    CREATE TABLE damaged_sessions (
+      id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision, updated_at,
+      key_hash, reason TEXT NOT NULL, set_aside_at INTEGER NOT NULL
+    );
+    """,
   ]
+
+  /// The columns `sessions` has from each version on: a file that lacks one
+  /// is refused, unchanged, rather than failing later on a statement.
+  static let sessionColumns: [(name: String, since: Int64)] =
+    [
+      "id", "phase", "duration", "ends_at", "remaining_ms", "finished_label", "seq", "revision",
+      "updated_at",
+    ].map { ($0, 1) } + [("key_hash", 2)]
 
   static func userVersion(_ connection: Connection) throws(StoreError) -> Int64 {
     var version: Int64 = 0
@@ -88,6 +104,18 @@ enum Schema {
         message: "it is another program's SQLite database (it has tables but no schema version)"
       )
     }
+    guard version > 0 else { return }
+    var columns: Set<String> = []
+    try connection.prepare("SELECT name FROM pragma_table_info('sessions')").query { row in
+      if let name = row.exactText(0) { columns.insert(name) }
+    }
+    let missing = sessionColumns.filter { $0.since <= version && !columns.contains($0.name) }
+    guard missing.isEmpty else {
+      throw StoreError(
+        .corrupt, path: path,
+        message: "the sessions table lacks "
+          + missing.map(\.name).joined(separator: ", ") + "; refusing to open it")
+    }
   }
 
   /// Brings an open read-write connection to `version`, in one transaction.
@@ -96,10 +124,10 @@ enum Schema {
     do throws(StoreError) {
       // Read again under the write lock: the file may have changed since validation.
       let found = try userVersion(connection)
-      guard found <= Schema.version else {
+      guard found >= 0, found <= Schema.version else {
         throw StoreError(
           .newerSchema, path: connection.path,
-          message: "schema version \(found) is newer than version \(Schema.version)")
+          message: "schema version \(found) is not one of 0 to \(Schema.version)")
       }
       for step in steps[Int(found)...] { try connection.execute(step) }
       if found < Schema.version {

@@ -27,6 +27,8 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case busy
     /// A read or write failed below SQLite.
     case io
+    /// Another server (another store) has the file open.
+    case inUse
     /// Used after `close()`.
     case closed
     /// Any other SQLite result.
@@ -77,6 +79,7 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case .readOnly: "\(path) cannot be written: \(message)"
     case .full: "\(path): the disk is full: \(message)"
     case .cannotOpen: "\(path) cannot be opened or created: \(message)"
+    case .inUse: "\(path) is in use: \(message)"
     default: "\(path): \(message)"
     }
   }

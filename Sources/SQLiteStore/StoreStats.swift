@@ -9,6 +9,13 @@ public struct StoreStats: Equatable, Sendable {
   public var writesCommitted: UInt64 = 0
   /// Ticketed writes answered `.unavailable`.
   public var writesFailed: UInt64 = 0
+  /// Ticketed writes answered `.unavailable` because `queueLimit` writes
+  /// were uncommitted.
+  public var writesRefused: UInt64 = 0
+  /// Writes without a ticket dropped at twice `queueLimit`.
+  public var writesDropped: UInt64 = 0
+  /// The store's bound on uncommitted writes.
+  public var queueLimit = 0
   /// Writes without a ticket held after a failed commit, to try again.
   public var writesKept = 0
   /// Writes queued and not yet taken by the writer.

@@ -37,6 +37,11 @@ func collectClusterStats(_ cluster: RedisSequencer, into writer: inout MetricsWr
       "Redis's clock minus this host's, as last measured; the instance runs on Redis's.",
       Double(cluster.redisClock.offsetMicroseconds) / 1e6
     ),
+    (
+      "countdown_redis_damaged_records_total", .counter,
+      "Records from Redis out of range or unreadable: dropped, or reset by the function.",
+      Double(stats.damagedRecords)
+    ),
   ])
   writer.family(
     "countdown_redis_lost_replies_total", .counter,

@@ -21,8 +21,13 @@ struct Options {
   /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
   var dataPath = "countdown.db"
   var sync = SyncMode.full
+  /// Uncommitted SQLite writes past which a command gets `unavailable`.
+  var storeQueueLimit = SQLiteStore.defaultQueueLimit
   /// Cluster mode: sessions live in Redis, shared with other instances.
   var redis: RedisAddress?
+  /// The file holding Redis's AUTH password; the password itself is read at
+  /// start-up and never kept here, shown or logged.
+  var redisPasswordFile: String?
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -116,6 +121,10 @@ struct Options {
           "--hangup-after (\(options.server.hangUpAfterSeconds), from \(options.sources["--hangup-after"]!)) "
           + "must be longer than --ping-after (\(options.server.pingAfterSeconds), from \(options.sources["--ping-after"]!))"
       )
+    }
+    if options.redis?.username != nil && options.redisPasswordFile == nil {
+      throw UsageError(
+        message: "--redis names an ACL user: give its password with --redis-password-file")
     }
     if options.redis != nil && options.server.eventLoop != .libev {
       throw UsageError(
@@ -317,6 +326,10 @@ extension Options {
       help: "Live sessions (default 100000); joining a new one\n"
         + "past it gets too_many_sessions and close 1013."),
     .integer(
+      "--max-sessions-per-address", "N", .limits, 1...10_000_000, \.hub.maxSessionsPerAddress,
+      help: "Running or paused sessions started from one client\n"
+        + "address (default 1000); a start past it gets\ntoo_many_sessions."),
+    .integer(
       "--max-commands-per-second", "N", .limits, 1...100_000, \.commandsPerSecond,
       help: "Commands per connection per second (default 20);\n"
         + "past it rate_limited, and close 1008 after 5 s."),
@@ -342,6 +355,24 @@ extension Options {
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),
 
+    OptionSpec(
+      flag: "--trusted-proxy", valueName: "CIDR", section: .limits,
+      help: "Comma-separated ranges (10.0.0.0/8, ::1) of proxies\n"
+        + "whose X-Forwarded-For names the client, for the\nper-IP cap and the logs. Repeatable.",
+      apply: { o, v, n throws(UsageError) in
+        for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+          let text = part.trimmingPrefix(" ")
+          guard let range = CIDR(text) else {
+            throw UsageError(
+              message: "\(n) must be IP addresses or ranges like 10.0.0.0/8 or fd00::/8, not '\(v)'"
+            )
+          }
+          o.server.trustedProxies.ranges.append(range)
+        }
+      },
+      show: { $0.server.trustedProxies.ranges.map(\.description).joined(separator: ",") },
+      reset: { $0.server.trustedProxies.ranges = [] }),
+
     .integer(
       "--forget-after", "SECONDS", .limits, 1...86_400, \.forgetAfterSeconds,
       help: "Forget an idle or finished session this long after\n"
@@ -355,6 +386,10 @@ extension Options {
       "--sync", .storage, \.sync,
       help: "full (default): every acked command survives power\n"
         + "loss; normal: it survives a crash of the process,\nnot of the machine."),
+    .integer(
+      "--store-queue-limit", "N", .storage, 1...10_000_000, \.storeQueueLimit,
+      help: "Writes that may wait for the disk (default 10000);\n"
+        + "past it a command gets unavailable."),
 
     OptionSpec(
       flag: "--redis", valueName: "URL", section: .storage,
@@ -369,6 +404,12 @@ extension Options {
         }
       },
       show: { $0.redis?.description ?? "" }),
+    OptionSpec(
+      flag: "--redis-password-file", valueName: "PATH", section: .storage,
+      help: "Authenticate to Redis (AUTH, as the user in --redis\n"
+        + "if it names one: redis://USER@IP:PORT) with the\npassword in this file.",
+      apply: { o, v, n throws(UsageError) in o.redisPasswordFile = try parseNonEmpty(v, n) },
+      show: { $0.redisPasswordFile ?? "" }),
 
     OptionSpec(
       flag: "--log-format", valueName: "json|text", section: .operating,

@@ -15,6 +15,20 @@ func collectStoreStats(_ stats: StoreStats, into writer: inout MetricsWriter) {
       "Commands answered unavailable because their commit failed.", Double(stats.writesFailed)
     ),
     (
+      "countdown_store_writes_refused_total", .counter,
+      "Commands answered unavailable because --store-queue-limit writes were uncommitted.",
+      Double(stats.writesRefused)
+    ),
+    (
+      "countdown_store_writes_dropped_total", .counter,
+      "Creations and deletions dropped at twice --store-queue-limit uncommitted writes.",
+      Double(stats.writesDropped)
+    ),
+    (
+      "countdown_store_queue_limit", .gauge, "Uncommitted writes past which commands are refused.",
+      Double(stats.queueLimit)
+    ),
+    (
       "countdown_store_queue_depth", .gauge, "Writes queued for the writer thread.",
       Double(stats.queueDepth + stats.batchInProgress + stats.writesKept)
     ),

@@ -133,14 +133,16 @@ if let redis = options.redis {
   store = nil
   do {
     // Blocking is fine here: the listener is not open yet.
+    let password = try options.redisPasswordFile.map { (file) throws(RedisError) in
+      try RedisPassword.read(file: file)
+    }
     let redisClock = RedisClock(local: wallClock)
     let epoch = try RedisSequencer.prepare(
-      redis, proposedEpoch: Hub.randomEpoch(), clock: redisClock)
+      redis, password: password, proposedEpoch: Hub.randomEpoch(), clock: redisClock)
     stored.epoch = epoch
     serverClock = redisClock
-    cluster = RedisSequencer(
-      settings: RedisSequencer.Settings(address: redis, epoch: epoch), clock: redisClock
-    ) {
+    let settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+    cluster = RedisSequencer(settings: settings, clock: redisClock) {
       work in
       // hiredis runs on the service thread's loop, but outside lws's
       // callbacks: the queue runs the work and then pushes what changed.
@@ -150,7 +152,7 @@ if let redis = options.redis {
     log.info("cluster_joined", ["redis": LogValue(redis.description), "epoch": LogValue(epoch)])
   } catch {
     log.error(
-      "redis_unreachable",
+      error.kind == .authentication ? "redis_auth_failed" : "redis_unreachable",
       ["redis": LogValue(redis.description), "error": LogValue(error.description)])
     log.flush()
     report("\(error.description)")
@@ -162,9 +164,19 @@ if let redis = options.redis {
     "storage_off",
     ["msg": LogValue("--data :memory:: sessions are kept in memory only and a restart loses them")])
 } else {
-  do {
-    let opened = try SQLiteStore.open(path: options.dataPath, sync: options.sync)
-    stored = try opened.load()
+  do throws(StoreError) {
+    let opened = try SQLiteStore.open(
+      path: options.dataPath, sync: options.sync, queueLimit: options.storeQueueLimit)
+    let loaded = try opened.load(now: SystemClock().nowMilliseconds())
+    stored = (loaded.epoch, loaded.sessions)
+    for entry in loaded.setAside {
+      log.warn(
+        "session_set_aside",
+        [
+          "session": LogValue(entry.session), "reason": LogValue(entry.reason),
+          "msg": LogValue("a damaged row was moved to the damaged_sessions table"),
+        ])
+    }
     if stored.epoch == nil {
       stored.epoch = Hub.randomEpoch()
       try opened.saveEpoch(stored.epoch!)
@@ -173,7 +185,10 @@ if let redis = options.redis {
   } catch {
     log.error("storage_refused", ["error": LogValue(error.description)])
     log.flush()
-    fail("\(error.description)")
+    // A file in use is not a bad configuration: the other server may stop.
+    guard error.kind == .inUse else { fail("\(error.description)") }
+    report("\(error.description)")
+    exit(1)
   }
 }
 

@@ -52,6 +52,21 @@ import Testing
     #expect(contract["maxMessageBytes"] as? Int == WireCodec.maxMessageBytes)
   }
 
+  /// The ranges every number is checked against before arithmetic: moments,
+  /// durations, ids, a ping's t and the input an error may quote.
+  @Test func valueRanges() throws {
+    let contract = try Self.contract()
+    #expect(
+      range(contract["epochMs"]).map { Int64($0.lowerBound)...Int64($0.upperBound) }
+        == SessionRecord.epochMsRange)
+    #expect(range(contract["durationSeconds"]) == SessionRecord.durationRange)
+    let id = try #require(contract["idMaxLength"] as? [String: Int])
+    #expect(id["number"] == CommandID.maxNumberLength)
+    #expect(id["string"] == CommandID.maxStringLength)
+    #expect(contract["pingTMaxLength"] as? Int == WireCodec.maxPingTLength)
+    #expect(contract["errorEchoMaxLength"] as? Int == WireCodec.maxEchoLength)
+  }
+
   /// Phases, default labels, ops, the subprotocol and the session id rule.
   @Test func vocabulary() throws {
     let contract = try Self.contract()
@@ -64,9 +79,12 @@ import Testing
     let ops = try #require(contract["ops"] as? [String])
     for op in ops {
       let text =
-        op == "adjust"
-        ? #"{"op":"adjust","seconds":1}"#
-        : op == "ping" ? #"{"op":"ping","t":1}"# : #"{"op":"\#(op)"}"#
+        switch op {
+        case "adjust": #"{"op":"adjust","seconds":1}"#
+        case "ping": #"{"op":"ping","t":1}"#
+        case "auth": #"{"op":"auth","key":"k"}"#
+        default: #"{"op":"\#(op)"}"#
+        }
       #expect((try? WireCodec.decode(Array(text.utf8)).get()) != nil, "op \(op)")
     }
     let pattern = try #require(contract["sessionIdPattern"] as? String)

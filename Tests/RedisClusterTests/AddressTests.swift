@@ -27,7 +27,8 @@ import Testing
     ("redis://127.0.0.1:63a", "port"),
     ("redis://127.0.0.1:6379/16", "database"),
     ("redis://127.0.0.1:6379/x", "database"),
-    ("redis://user:pw@127.0.0.1", "credentials"),
+    ("redis://@127.0.0.1", "user"),
+    ("redis://a b@127.0.0.1", "user"),
     ("http://127.0.0.1:6379", "expected redis://"),
     ("127.0.0.1:6379", "expected redis://"),
     ("redis://", "no address"),
@@ -41,6 +42,25 @@ import Testing
       guard let error = error as? RedisError else { return false }
       return error.kind == .badAddress && error.description.contains(reason)
         && error.description.contains(text)
+    }
+  }
+
+  /// An ACL user comes before '@', and shows in the description.
+  @Test func parsesAnACLUser() throws {
+    let address = try RedisAddress.parse("redis://countdown@10.0.0.5:6380/2")
+    #expect(address.username == "countdown")
+    #expect(address.endpoint == .tcp(ip: "10.0.0.5", port: 6380) && address.database == 2)
+    #expect(address.description == "redis://countdown@10.0.0.5:6380/2")
+  }
+
+  /// A password in the URL is refused, and the message does not repeat it.
+  @Test func refusesAPasswordInTheURLWithoutEchoingIt() {
+    #expect {
+      try RedisAddress.parse("redis://user:hunter2@127.0.0.1")
+    } throws: { error in
+      guard let error = error as? RedisError else { return false }
+      return error.kind == .badAddress && error.description.contains("--redis-password-file")
+        && !error.description.contains("hunter2")
     }
   }
 }

@@ -69,7 +69,8 @@ import Testing
         let (op, first, second, label) = RedisSequencer.arguments(of: command)
         let reply = try client.command(
           [
-            "FCALL", "countdown_command", "3", "countdown:s:mirror", "countdown:epoch",
+            "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",
+            "countdown:epoch",
             "countdown:pos", "E", "countdown:test", "mirror", op, first, second, label,
           ] + RecordMessage.arguments(of: base))
         let parts = reply.elements?.compactMap(\.text) ?? []
@@ -106,7 +107,8 @@ import Testing
     for _ in 0..<2 {
       let reply = try client.command(
         [
-          "FCALL", "countdown_command", "3", "countdown:s:x", "countdown:epoch", "countdown:pos",
+          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch",
+          "countdown:pos",
           "E", "countdown:test", "x", "start", "seconds", "5", "",
         ] + RecordMessage.arguments(of: SessionRecord()))
       answers.append(reply.elements?.compactMap(\.text).joined(separator: " ") ?? "")
@@ -124,7 +126,7 @@ import Testing
     func start(deadline: Int64) throws -> String {
       let reply = try client.command(
         [
-          "FCALL", "countdown_command", "3", "countdown:s:late", "countdown:epoch",
+          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch",
           "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
         ] + RecordMessage.arguments(of: SessionRecord()) + [String(deadline)])
       return reply.elements?.first?.text ?? ""

@@ -31,7 +31,9 @@ import Testing
     defer { store.close() }
     let completions = Completions()
     store.onCompleted = completions.handler
-    let before = SessionRecord(phase: .running, duration: 60, endsAt: 1_796_024_364_226, seq: 1)
+    let before = SessionRecord(
+      phase: .running, duration: 60, endsAt: 1_796_024_364_226, seq: 1,
+      updatedAt: 1_796_024_304_226)
     store.write(save("talk", before, ticket: 0))
     store.write(save("old", SessionRecord(), ticket: 1))
     #expect(

@@ -146,24 +146,22 @@ import Testing
     _ = try expectRefusal(mount.directory.file("missing.db"), in: mount.directory, kind: .readOnly)
   }
 
-  /// A row this build cannot read (an unknown phase, a short key hash) makes
-  /// load fail with the session's name instead of restoring a wrong session.
+  /// A row this build cannot read (an unknown phase, a short key hash) is
+  /// set aside under the session's name instead of restoring a wrong session.
   @Test(arguments: [
-    ("phase = 'sleeping'", "unknown phase"), ("key_hash = x'0102'", "key hash of 2 bytes"),
+    ("phase = 'sleeping'", "unknown phase"), ("key_hash = x'0102'", "key_hash is not 32 bytes"),
   ])
-  func refusesUnreadableRows(change: String, complaint: String) throws {
+  func setsAsideUnreadableRows(change: String, complaint: String) throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
     fixture.store.write(save("team-a", SessionRecord(), ticket: 1))
     _ = fixture.completions.wait(for: 1)
     try rawSQL(
       fixture.path, "PRAGMA ignore_check_constraints = 1; UPDATE sessions SET \(change)")
-    #expect {
-      try fixture.store.load()
-    } throws: { error in
-      (error as? StoreError)?.kind == .corrupt && "\(error)".contains("team-a")
-        && "\(error)".contains(complaint)
-    }
+    let loaded = try fixture.store.load()
+    #expect(loaded.sessions.isEmpty)
+    #expect(loaded.setAside.map(\.session) == ["team-a"])
+    #expect(loaded.setAside.first?.reason.contains(complaint) == true)
   }
 
   /// A directory that does not exist is a clear error, not a crash.
@@ -176,5 +174,32 @@ import Testing
     } throws: { error in
       (error as? StoreError)?.kind == .cannotOpen && "\(error)".contains(path)
     }
+  }
+}
+
+@Suite struct ClaimTests {
+  /// A second store on a file another holds is refused as in use, naming the file, the
+  /// lock file and this process's pid; once the first closes, the file opens again.
+  @Test func refusesAFileInUse() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let error = #expect(throws: StoreError.self) { try SQLiteStore.open(path: fixture.path) }
+    #expect(error?.kind == .inUse)
+    #expect(error?.description.contains(fixture.path) == true)
+    #expect(error?.description.contains(fixture.path + ".lock") == true)
+    #expect(error?.description.contains("pid \(getpid())") == true)
+    fixture.store.close()
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    reopened.close()
+  }
+
+  /// A symbolic link to the database meets the same claim.
+  @Test func refusesALinkToAFileInUse() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let link = fixture.directory.file("link.db")
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fixture.path)
+    let error = #expect(throws: StoreError.self) { try SQLiteStore.open(path: link) }
+    #expect(error?.kind == .inUse)
   }
 }

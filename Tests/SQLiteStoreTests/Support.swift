@@ -106,10 +106,10 @@ struct Fixture {
   let store: SQLiteStore
   let completions = Completions()
 
-  init(sync: SyncMode = .full) throws {
+  init(sync: SyncMode = .full, queueLimit: Int = SQLiteStore.defaultQueueLimit) throws {
     directory = try TemporaryDirectory()
     path = directory.file("countdown.db")
-    store = try SQLiteStore.open(path: path, sync: sync)
+    store = try SQLiteStore.open(path: path, sync: sync, queueLimit: queueLimit)
     store.onCompleted = completions.handler
   }
 

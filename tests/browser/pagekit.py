@@ -53,7 +53,7 @@ def check_tools() -> Tools:
     return Tools(chromium, CHROMEDRIVER)
 
 
-def make_driver(tools: Tools, *, performance_log: bool = False):
+def make_driver(tools: Tools, *, performance_log: bool = False, extra_args: tuple[str, ...] = ()):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -73,6 +73,7 @@ def make_driver(tools: Tools, *, performance_log: bool = False):
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        *extra_args,
     ):
         opts.add_argument(arg)
     opts.add_experimental_option("prefs", {"intl.accept_languages": "en-US,en"})

@@ -32,10 +32,13 @@ def free_port() -> int:
 class Redis:
     """A redis-server of the test's own; stop() and start() keep its port and directory."""
 
-    def __init__(self, appendonly: bool = False):
+    def __init__(self, appendonly: bool = False, extra: tuple[str, ...] = (), password: str | None = None):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="countdown-redis-")
         self.appendonly = appendonly
+        # Server arguments (requirepass, an ACL user), and the password redis-cli then gives.
+        self.extra = extra
+        self.password = password
         self.proc: subprocess.Popen | None = None
         self.start()
 
@@ -46,7 +49,8 @@ class Redis:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always"],
+             "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
+             *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         seen = b""
         # Its own "ready" log line is the event to wait for.
@@ -64,7 +68,8 @@ class Redis:
         self.proc = None
 
     def command(self, *args: str) -> str:
-        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+        auth = ["--no-auth-warning", "-a", self.password] if self.password else []
+        return subprocess.run(["redis-cli", "-p", str(self.port), *auth, *args], capture_output=True, text=True,
                               timeout=5).stdout.strip()
 
 

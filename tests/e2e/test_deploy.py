@@ -27,6 +27,20 @@ def unit_settings(text: str) -> dict[str, list[str]]:
     return settings
 
 
+def unit_sections(text: str) -> dict[str, dict[str, list[str]]]:
+    """Each [Section]'s settings, for keys that systemd reads in one section only."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = sections.setdefault("", {})
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+        elif line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            current.setdefault(key, []).append(value)
+    return sections
+
+
 def verify(unit_path) -> str:
     """systemd-analyze verify's complaints (empty when the unit is clean)."""
     res = subprocess.run(["systemd-analyze", "verify", str(unit_path)], capture_output=True, timeout=60)
@@ -76,3 +90,30 @@ def test_installed_server_serves_the_installed_page(installed):
         assert status == 200 and body == (REPO_ROOT / "Public" / "index.html").read_bytes()
     finally:
         srv.stop_and_check()
+
+
+def test_unit_restarts_a_crash_and_shows_a_crash_loop():
+    """Restart=on-failure after RestartSec, and a start limit in [Unit]: more than one start
+    is allowed (one crash is not fatal), and a loop that restarts every RestartSec hits the
+    limit inside its interval (it ends failed, visibly, instead of cycling unseen)."""
+    sections = unit_sections(UNIT.read_text())
+    unit, service = sections["Unit"], sections["Service"]
+    assert service.get("Restart") == ["on-failure"]
+    restart_sec = float(service["RestartSec"][0])
+    interval = float(unit["StartLimitIntervalSec"][0])
+    burst = int(unit["StartLimitBurst"][0])
+    assert restart_sec >= 1 and burst >= 2, (restart_sec, burst)
+    assert burst * restart_sec < interval, (burst, restart_sec, interval)
+    for key in ("StartLimitIntervalSec", "StartLimitBurst"):
+        assert key not in service, f"{key} is documented as a [Unit] key"
+
+
+def test_installed_start_limit_is_read_by_systemd(installed, tmp_path):
+    """systemd-analyze verify accepts the installed start limit and complains about one it
+    cannot parse, so a broken value would not pass unseen."""
+    unit = installed / "lib" / "systemd" / "system" / "countdown-server.service"
+    text = unit.read_text()
+    assert "\nStartLimitBurst=5\n" in text and verify(unit) == ""
+    broken = tmp_path / "countdown-server.service"
+    broken.write_text(text.replace("\nStartLimitBurst=5\n", "\nStartLimitBurst=five\n"))
+    assert "five" in verify(broken)

@@ -203,16 +203,22 @@ def test_garbage_file_exits_2_unchanged(data_dir):
 
 def test_newer_schema_exits_2_unchanged(data_dir):
     """A database from a newer server (higher user_version): exit 2, the file unchanged."""
-    data = data_dir / "newer.db"
+    edited_file_exits_2_unchanged(data_dir / "newer.db", ["PRAGMA user_version = 999", "CREATE TABLE future (x)"],
+                                  "999")
+
+
+def edited_file_exits_2_unchanged(data: Path, statements: list[str], complaint: str) -> None:
+    """After `statements`, the server exits 2 naming the file and `complaint`, and the
+    file is byte for byte as the statements left it."""
     db = sqlite3.connect(data)
-    db.execute("PRAGMA user_version = 999")
-    db.execute("CREATE TABLE future (x)")
+    for statement in statements:
+        db.execute(statement)
     db.commit()
     db.close()
     before = data.read_bytes()
     r = run_binary("--data", str(data))
     assert r.returncode == 2, r
-    assert str(data) in r.stderr and "999" in r.stderr, r.stderr
+    assert str(data) in r.stderr and complaint in r.stderr, r.stderr
     assert data.read_bytes() == before
 
 
@@ -261,7 +267,8 @@ async def test_full_disk_refuses_commands_and_recovers(data_dir):
         other = await Client.connect(srv.ws_url(sid("other")), name="other")
         await runner.command({"op": "start", "seconds": 4})
         filler = mnt / "filler"
-        with open(filler, "wb") as f:
+        # Unbuffered: a partly written buffer would raise again from close().
+        with open(filler, "wb", buffering=0) as f:
             try:
                 while True:
                     f.write(b"\0" * 65536)
@@ -292,3 +299,152 @@ async def test_full_disk_refuses_commands_and_recovers(data_dir):
         if srv is not None:
             srv.stop_and_check()
         umount(mnt)
+
+
+# Rows the server never writes, each one field off a good running row (issue 16). The values are
+# SQL, so that SQLite stores them with the storage class a damaged or hand-edited file would hold.
+DAMAGED_ROWS = {
+    "ends-at-2-63": ("'running', 60, 9223372036854775808, NULL, NULL, 1, 1, {now}", "ends_at holds real"),
+    "ends-at-minus-2-63": ("'running', 60, -9223372036854775808, NULL, NULL, 1, 1, {now}", "endsAt in range"),
+    # In range for a record, but a deadline no command could set: seconds left past Int32.
+    "ends-at-year-9999": ("'running', 60, 253402300799999, NULL, NULL, 1, 1, {now}", "more than 30 days after"),
+    "duration-2-40": ("'running', 1099511627776, {ends}, NULL, NULL, 1, 1, {now}", "duration 1099511627776"),
+    "duration-text": ("'running', 'sixty', {ends}, NULL, NULL, 1, 1, {now}", "duration holds text"),
+    "updated-at-1e308": ("'running', 60, {ends}, NULL, NULL, 1, 1, 1e308", "updated_at holds real"),
+    "label-nul": ("'running', 60, {ends}, NULL, 'Fin' || char(0) || 'i', 1, 1, {now}", "finishedLabel"),
+    "phase-bogus": ("'bogus', 60, {ends}, NULL, NULL, 1, 1, {now}", "unknown phase"),
+    "paused-and-running": ("'running', 60, {ends}, 5000, NULL, 1, 1, {now}", "no remainingMs"),
+}
+
+
+def insert_damaged_rows(data: Path, now: int) -> None:
+    """Through the sqlite3 C API (Python's module), with CHECK constraints off, as a tool
+    or a bad disk could leave the file."""
+    db = sqlite3.connect(data)
+    try:
+        db.execute("PRAGMA ignore_check_constraints = ON")
+        for name, (values, _) in DAMAGED_ROWS.items():
+            db.execute(
+                "INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,"
+                f" updated_at) VALUES ('{name}', {values.format(now=now, ends=now + 60_000)})")
+        db.commit()
+    finally:
+        db.close()
+
+
+@run_async
+async def test_damaged_rows_are_set_aside_and_the_rest_served(data_dir):
+    """A file holding rows with endsAt ±2^63 or in the year 9999, duration 2^40, text in an integer column, a NUL
+    in the label and phase 'bogus': the server starts (no trap), logs each session by id with
+    a reason, moves them to damaged_sessions, and serves the good session as it was."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    good = sid("good")
+    c = await Client.connect(srv.ws_url(good))
+    patch, _ = await c.command({"op": "start", "seconds": 600})
+    await c.close()
+    srv.stop_and_check()
+    insert_damaged_rows(data, int(now_ms()))
+
+    srv2 = restart(srv, data)
+    try:
+        back = await Client.connect(srv2.ws_url(good))
+        assert back.snapshot["state"]["phase"] == "running", back.snapshot
+        assert back.snapshot["state"]["endsAt"] == patch["endsAt"]
+        await back.close()
+        log = srv2.stderr()
+        for name, (_, reason) in DAMAGED_ROWS.items():
+            line = next((ln for ln in log.splitlines() if "session_set_aside" in ln and f'"{name}"' in ln), None)
+            assert line is not None and reason in line, (name, reason, log)
+        # The id is free again: a viewer of it gets a fresh idle session.
+        fresh = await Client.connect(srv2.ws_url("phase-bogus"))
+        assert fresh.snapshot["state"]["phase"] == "idle", fresh.snapshot
+        await fresh.close()
+    finally:
+        srv2.stop_and_check()
+    db = sqlite3.connect(f"file:{data}?mode=ro", uri=True)
+    try:
+        moved = {r[0]: r[1] for r in db.execute("SELECT id, reason FROM damaged_sessions")}
+        kept = [r[0] for r in db.execute("SELECT id FROM sessions")]
+    finally:
+        db.close()
+    assert sorted(moved) == sorted(DAMAGED_ROWS), moved
+    assert all(moved.values()), moved
+    assert good in kept and not set(kept) & set(DAMAGED_ROWS), kept
+    # Set aside once: the next start finds nothing more to log.
+    srv3 = restart(srv, data)
+    try:
+        assert "session_set_aside" not in srv3.stderr()
+    finally:
+        srv3.stop_and_check()
+
+
+def test_missing_column_exits_2_unchanged(data_dir):
+    """A sessions table that lacks a column: exit 2, a message naming the file and the
+    column, the file unchanged."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data))
+    srv.stop_and_check()
+    edited_file_exits_2_unchanged(data, ["ALTER TABLE sessions DROP COLUMN updated_at"], "lacks updated_at")
+
+
+@run_async
+async def test_second_server_on_the_same_file_exits_1(data_dir):
+    """Two servers in one directory: the second (by another spelling of the path too) exits 1
+    with a message naming the file and the first server's pid; the first still serves and
+    commands as before, and once it stops the file can be opened again."""
+    data = data_dir / "countdown.db"
+    first = start_server("--data", str(data))
+    try:
+        for spelling in (str(data), str(data_dir / "." / "countdown.db")):
+            r = run_binary("--data", spelling)
+            assert r.returncode == 1, r
+            assert spelling in r.stderr and f"pid {first.proc.pid}" in r.stderr, r.stderr
+        c = await Client.connect(first.ws_url(sid()))
+        patch, _ = await c.command({"op": "start", "seconds": 60})
+        assert patch["phase"] == "running"
+        await c.close()
+    finally:
+        first.stop_and_check()
+    again = restart(first, data)
+    again.stop_and_check()
+
+
+@run_async
+async def test_controller_key_survives_restart_and_crash(data_dir):
+    """--control key with storage: after SIGTERM and restart, and after SIGKILL and restart,
+    the controller link from before still controls and a visitor without it is a viewer
+    (what the README says a restart does); with --data :memory: a restart hands out a new key."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data), "--control", "key")
+    session = sid("key")
+    host = await Client.connect(srv.ws_url(session))
+    key = host.snapshot["key"]
+    assert host.snapshot["role"] == "controller"
+    await host.command({"op": "start", "seconds": 600})
+    for stop in (lambda s: s.stop_and_check(), crash):
+        stop(srv)
+        srv = restart(srv, data, "--control", "key")
+        visitor = await Client.connect(srv.ws_url(session))
+        assert visitor.snapshot["role"] == "viewer" and "key" not in visitor.snapshot, visitor.snapshot
+        back = await Client.connect(srv.ws_url(session) + f"?key={key}")
+        assert back.snapshot["role"] == "controller", back.snapshot
+        patch, _ = await back.command({"op": "pause"} if back.snapshot["state"]["phase"] == "running"
+                                      else {"op": "resume"})
+        assert patch["phase"] in ("paused", "running")
+        for c in (visitor, back):
+            await c.close()
+    srv.stop_and_check()
+
+    memory = start_server("--data", ":memory:", "--control", "key")
+    first = await Client.connect(memory.ws_url(session))
+    old = first.snapshot["key"]
+    await first.close()
+    memory.stop_and_check()
+    memory = start_server("--port", str(memory.port), "--data", ":memory:", "--control", "key")
+    try:
+        again = await Client.connect(memory.ws_url(session) + f"?key={old}")
+        assert again.snapshot["role"] == "controller" and again.snapshot["key"] != old, again.snapshot
+        await again.close()
+    finally:
+        memory.stop_and_check()

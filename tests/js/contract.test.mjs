@@ -75,3 +75,19 @@ test("no copy of a contract value is left in the page's code or markup", () => {
     assert.ok(!html.includes(lit), `index.html has its own copy of ${lit}`);
   }
 });
+
+test("what the page can send fits the contract's value ranges, and those ranges are exact in JS", () => {
+  // The page's ping t is JSON.stringify of a double: even the longest fits.
+  for (const t of [Number.MAX_VALUE, -Number.MAX_VALUE, -Number.MIN_VALUE, Date.now() + 0.123456789, -0]) {
+    const literal = JSON.stringify({ t }).slice(5, -1);
+    assert.ok(literal.length <= CONTRACT.pingTMaxLength, `t ${literal} is longer than pingTMaxLength`);
+  }
+  // Any until the picker allows (at most untilAheadMs.max ahead) is a moment the server reads.
+  assert.ok(Date.now() + CONTRACT.untilAheadMs.max <= CONTRACT.epochMs.max);
+  assert.ok(CONTRACT.epochMs.min <= Date.now());
+  for (const bound of [CONTRACT.epochMs.max, CONTRACT.durationSeconds.max * 1000]) {
+    assert.ok(Number.isSafeInteger(bound), `${bound} is not exact in a JS number`);
+  }
+  assert.ok(CONTRACT.idMaxLength.number >= 1 && CONTRACT.idMaxLength.string >= 1);
+  assert.ok(CONTRACT.errorEchoMaxLength >= 1);
+});

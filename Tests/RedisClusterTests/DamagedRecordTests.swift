@@ -1,0 +1,171 @@
+import CountdownCore
+import Foundation
+import Testing
+
+@testable import RedisCluster
+
+/// Hashes and messages in Redis are input: a damaged one is logged and
+/// reset or dropped, and every other session carries on.
+extension SequencerTests {
+  /// Session hashes no instance could have written: each field out of
+  /// range, unparseable, or disagreeing with the phase.
+  static let damaged: [(String, [String])] = [
+    ("duration not a number", ["phase", "idle", "duration", "abc", "revision", "3"]),
+    ("duration 1e400", ["phase", "idle", "duration", "1e400", "revision", "3"]),
+    ("duration past Int32", ["phase", "idle", "duration", "2147483648", "revision", "3"]),
+    (
+      "endsAt -2^63",
+      ["phase", "running", "duration", "5", "endsAt", "-9223372036854775808", "revision", "3"]
+    ),
+    (
+      "endsAt 2^64",
+      ["phase", "running", "duration", "5", "endsAt", "18446744073709551616", "revision", "3"]
+    ),
+    (
+      "endsAt 31 days after updatedAt",
+      [
+        "phase", "running", "duration", "5", "endsAt", "1796118556403", "updatedAt",
+        "1793440156403",
+        "revision", "3",
+      ]
+    ),
+    ("endsAt hex", ["phase", "running", "duration", "5", "endsAt", "0x10", "revision", "3"]),
+    ("running without endsAt", ["phase", "running", "duration", "5", "revision", "3"]),
+    (
+      "paused with 0 left",
+      ["phase", "paused", "duration", "5", "remainingMs", "0", "revision", "3"]
+    ),
+    ("unknown phase", ["phase", "exploded", "duration", "5", "revision", "3"]),
+    ("revision 2^53+1", ["phase", "idle", "duration", "5", "revision", "9007199254740993"]),
+    ("NUL label", ["phase", "finished", "duration", "5", "revision", "3", "label", "a\u{0}b"]),
+    ("created -0.5", ["phase", "idle", "duration", "5", "revision", "3", "created", "-0.5"]),
+    ("key not hex", ["phase", "idle", "duration", "5", "revision", "3", "key", "zz"]),
+  ]
+
+  /// A viewer opening a damaged session gets a snapshot of a sound one (the
+  /// hash reset, idle, its revision moved on), the damage is counted for the
+  /// log, and a command there then works.
+  @Test func damagedHashIsResetOnOpen() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    waitFor(loop, "connected") { a.sequencer.isConnected }
+    let client = try redis.blocking()
+    for (index, (name, fields)) in Self.damaged.enumerated() {
+      let session = "dmg\(index)"
+      try client.command(["HSET", RedisSequencer.sessionKey(session)] + fields)
+      let before = a.sequencer.stats.damagedRecords
+      var viewer = Viewer(a.hub, session)
+      waitFor(loop, "the snapshot of \(name)") {
+        viewer.read(a.hub)
+        return viewer.hasSnapshot
+      }
+      #expect(viewer.state["phase"] as? String == "idle", "\(name)")
+      #expect(a.sequencer.stats.damagedRecords == before + 1, "\(name)")
+      let hash = try client.command(["HGETALL", RedisSequencer.sessionKey(session)])
+      let texts = hash.elements?.compactMap(\.text) ?? []
+      var stored: [String: String] = [:]
+      for pair in stride(from: 0, to: texts.count - 1, by: 2) {
+        stored[texts[pair]] = texts[pair + 1]
+      }
+      #expect(stored["phase"] == "idle", "\(name)")
+      #expect(stored["label"] == nil && stored["endsAt"] == nil, "\(name)")
+      viewer.send(a.hub, #"{"op":"start","seconds":60,"id":1}"#)
+      waitFor(loop, "the start's ack in \(name)") {
+        viewer.read(a.hub)
+        return viewer.reply(1) != nil
+      }
+      #expect(viewer.reply(1)?["type"] as? String == "ack", "\(name)")
+    }
+  }
+
+  /// A damaged hash under a session already open is replaced by the
+  /// caller's own record at its next command (the reply says why).
+  @Test func damagedHashIsReplacedByTheCommand() throws {
+    let client = try redis.blocking()
+    for (name, fields) in Self.damaged where !name.hasPrefix("key") {
+      try client.command(["DEL", RedisSequencer.sessionKey("c")])
+      try client.command(["HSET", RedisSequencer.sessionKey("c")] + fields)
+      let base = SessionRecord(phase: .idle, duration: 5, revision: 7)
+      let reply = try commandCall(
+        client, "c", .start(.seconds(30), finishedLabel: nil), base: base, epoch: epoch)
+      #expect(reply.first == "ok" && reply.count == 3, "\(name): \(reply)")
+      let record = try #require(RecordMessage.parse(reply[1])?.record)
+      #expect(record.damage == nil && record.revision == 8 && record.phase == .running, "\(name)")
+    }
+  }
+
+  /// A damaged hash whose key is sound keeps that key: another key's holder
+  /// cannot take the session over through the damage.
+  @Test func damagedHashKeepsItsSoundKey() throws {
+    let client = try redis.blocking()
+    let key = KeyHash(of: "the host's"), other = KeyHash(of: "another")
+    try client.command([
+      "HSET", RedisSequencer.sessionKey("dk"), "phase", "idle", "duration", "x", "key", key.hex,
+    ])
+    let start = SessionCommand.start(.seconds(30), finishedLabel: nil)
+    #expect(
+      try commandCall(client, "dk", start, presented: other, epoch: epoch) == [
+        "rejected", "forbidden",
+      ])
+    #expect(try commandCall(client, "dk", start, presented: key, epoch: epoch).first == "ok")
+    #expect(try client.command(["HGET", RedisSequencer.sessionKey("dk"), "key"]).text == key.hex)
+  }
+
+  /// A caller's base record out of range is refused, never stored.
+  @Test func damagedBaseIsRefused() throws {
+    let client = try redis.blocking()
+    let bases = [
+      SessionRecord(phase: .running, duration: 5, endsAt: nil, revision: 1),
+      SessionRecord(phase: .running, duration: 5, endsAt: .max, revision: 1),
+      SessionRecord(phase: .paused, duration: 5, remainingMs: -1, revision: 1),
+      SessionRecord(phase: .idle, duration: -1),
+      SessionRecord(phase: .idle, duration: 5, finishedLabel: "\u{7F}"),
+      SessionRecord(phase: .idle, duration: 5, revision: .max),
+    ]
+    for base in bases {
+      #expect(
+        try commandCall(
+          client, "b", .start(.seconds(30), finishedLabel: nil), base: base, epoch: epoch) == [
+            "rejected", "bad_request",
+          ], "\(base)")
+      #expect(try client.command(["EXISTS", RedisSequencer.sessionKey("b")]) == .integer(0))
+    }
+  }
+
+  /// Messages on the changes channel that are damaged records, or no
+  /// records at all, are counted for the log and dropped: the session
+  /// open here keeps its state, and another session's change still arrives.
+  @Test func damagedMessagesAreDropped() throws {
+    let a = Instance(redis, loop: loop, epoch: epoch)
+    waitFor(loop, "connected") { a.sequencer.isConnected }
+    var viewer = Viewer(a.hub, "m")
+    var other = Viewer(a.hub, "n")
+    waitFor(loop, "the snapshots") {
+      viewer.read(a.hub)
+      other.read(a.hub)
+      return viewer.hasSnapshot && other.hasSnapshot
+    }
+    let client = try redis.blocking()
+    let channel = RedisSequencer.channel(redis.address)
+    let lines = [
+      "\(epoch) 1 m 1 10 running 5 9000000000000000 - \(now())",
+      "\(epoch) 2 m 1 10 paused 5 - -7 \(now())",
+      "\(epoch) 3 m 1 10 running -5 \(now() + 5000) - \(now())",
+      "\(epoch) 4 m 1 10 finished 5 - - \(now()) bad\u{0}label",
+      "\(epoch) 5 m 1 10 running 5 99999999999999999999 - \(now())",
+      "garbage",
+    ]
+    let before = a.sequencer.stats.damagedRecords
+    for line in lines { try client.command(["PUBLISH", channel, line]) }
+    waitFor(loop, "every damaged message counted") {
+      a.sequencer.stats.damagedRecords >= before + lines.count
+    }
+    other.send(a.hub, #"{"op":"start","seconds":60,"id":2}"#)
+    waitFor(loop, "the other session's start") {
+      other.read(a.hub)
+      return other.reply(2) != nil
+    }
+    #expect(other.reply(2)?["type"] as? String == "ack")
+    viewer.read(a.hub)
+    #expect(viewer.state["phase"] as? String == "idle")
+  }
+}
