@@ -37,8 +37,12 @@ private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes, limit: Int
   return String(decoding: buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-private func urlArgument(_ wsi: OpaquePointer, _ name: String) -> String? {
-  var buffer = [CChar](repeating: 0, count: 160)
+/// Room for any query argument an endpoint reads: lws holds a whole request's
+/// headers in 4 KiB, so a longer one cannot arrive.
+private let maxQueryArgument = 4096 + 16
+
+private func urlArgument(_ wsi: OpaquePointer, _ name: String, limit: Int = 160) -> String? {
+  var buffer = [CChar](repeating: 0, count: limit)
   // lws copies "name=value" into the buffer and points just past the "=".
   guard let value = lws_get_urlarg_by_name(wsi, name + "=", &buffer, Int32(buffer.count)) else {
     return nil
@@ -241,17 +245,20 @@ func httpCallback(
     // `input` is the path below an endpoint's mount, or a path no mount or
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
-    guard rest.isEmpty || rest == "/",
-      let answer = server(of: wsi).answer(
-        header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HEAD_URI) ?? "")
-    else {
+    let found =
+      rest.isEmpty || rest == "/"
+      ? server(of: wsi).answer(
+        header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HEAD_URI) ?? "",
+        argument: { urlArgument(wsi, $0, limit: maxQueryArgument) }) : nil
+    guard let answer = found ?? server(of: wsi).notFoundAnswer else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
     setTag(wsi, SocketTag.httpBody)
     server(of: wsi).httpBodies[wsi] = answer.body
-    return writeHeaders(wsi, status: answer.status, type: answer.type, length: answer.body.count)
-      ? 0 : -1
+    return writeHeaders(
+      wsi, status: answer.status, type: answer.type, length: answer.body.count,
+      cacheControl: answer.cacheControl) ? 0 : -1
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
     guard tag(wsi) == SocketTag.httpBody else { break }
@@ -270,7 +277,9 @@ func httpCallback(
   return lws_callback_http_dummy(wsi, reason, user, input, length)
 }
 
-private func writeHeaders(_ wsi: OpaquePointer, status: UInt32, type: String, length: Int) -> Bool {
+private func writeHeaders(
+  _ wsi: OpaquePointer, status: UInt32, type: String, length: Int, cacheControl: String? = nil
+) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
   return buffer.withUnsafeMutableBufferPointer { memory in
@@ -280,11 +289,22 @@ private func writeHeaders(_ wsi: OpaquePointer, status: UInt32, type: String, le
     guard
       lws_add_http_common_headers(
         wsi, status, type, lws_filepos_t(length), &cursor, end) == 0,
+      addHeader(wsi, "cache-control:", cacheControl, &cursor, end),
       lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
     else { return false }
     lws_callback_on_writable(wsi)
     return true
   }
+}
+
+/// Adds `name: value` when there is a value; false when it does not fit.
+private func addHeader(
+  _ wsi: OpaquePointer, _ name: String, _ value: String?,
+  _ cursor: inout UnsafeMutablePointer<UInt8>?, _ end: UnsafeMutablePointer<UInt8>
+) -> Bool {
+  guard let value else { return true }
+  var bytes = Array(value.utf8)
+  return lws_add_http_header_by_name(wsi, name, &bytes, Int32(bytes.count), &cursor, end) == 0
 }
 
 // MARK: libwebsockets' own log lines

@@ -1,19 +1,26 @@
 import CountdownCore
 import Observability
+import QRCode
 
 /// An HTTP answer the server writes itself.
 struct HTTPAnswer {
   var status: UInt32
   var type: String
   var body: [UInt8]
+  /// Sent as `cache-control` when set.
+  var cacheControl: String? = nil
 }
 
 extension CountdownServer {
   /// The answer for one of the server's own endpoints, or nil for a 404.
   /// Only mounted paths get here, so `/metrics` is answered only where the
   /// configuration mounted it.
-  func answer(_ path: String) -> HTTPAnswer? {
+  /// `argument` reads a decoded query argument by name (nil when absent or
+  /// longer than the request could hold).
+  func answer(_ path: String, argument: (String) -> String? = { _ in nil }) -> HTTPAnswer? {
     switch path {
+    case "/qr.svg":
+      return Self.qrAnswer(argument("text"))
     case "/healthz":
       return HTTPAnswer(status: 200, type: "application/json", body: Self.healthBody)
     case "/readyz":
@@ -30,6 +37,25 @@ extension CountdownServer {
     default:
       return nil
     }
+  }
+
+  /// The Share panel's QR code for `text` (the page's own link). The image
+  /// depends on the text alone, so browsers and proxies may keep it.
+  static func qrAnswer(_ text: String?) -> HTTPAnswer {
+    guard let text, let svg = QRCode.svg(for: Array(text.utf8)) else {
+      let body = "400 Bad Request: text must be 1 to \(QRCode.maxTextBytes) bytes\n"
+      return HTTPAnswer(status: 400, type: "text/plain; charset=utf-8", body: Array(body.utf8))
+    }
+    return HTTPAnswer(
+      status: 200, type: "image/svg+xml", body: svg,
+      cacheControl: "public, max-age=86400, immutable")
+  }
+
+  /// A path that is neither a file nor an endpoint: the page's own "not
+  /// found" page (both languages, the page's style, the same CSP as every
+  /// answer), or lws's bare one when the directory has no 404.html.
+  var notFoundAnswer: HTTPAnswer? {
+    notFoundPage.map { HTTPAnswer(status: 404, type: "text/html; charset=utf-8", body: $0) }
   }
 
   private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
