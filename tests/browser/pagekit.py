@@ -159,7 +159,9 @@ return {
   label: document.getElementById('label').textContent,
   words: document.getElementById('label-words').textContent,
   busy: b.getAttribute('aria-busy'),
-  disabled: b.disabled,
+  // Takes no press: disabled (a viewer), or aria-disabled (a controller's
+  // button keeps the focus while it waits).
+  disabled: b.disabled || b.getAttribute('aria-disabled') === 'true',
   conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
   status: document.getElementById('status').textContent,
   epoch: document.documentElement.dataset.epoch || '',

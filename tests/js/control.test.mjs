@@ -47,15 +47,15 @@ test("controlOf: no role means --control open; controller carries its key; anyth
 
 test("controlView: what each role shows", () => {
   // Before the first snapshot: the controls, as the page always showed them.
-  assert.deepEqual(controlView(null), { controls: true, viewOnly: false, keyRejected: false, share: false });
-  // --control open: controls and nothing else.
-  assert.deepEqual(controlView("open", null), { controls: true, viewOnly: false, keyRejected: false, share: false });
+  assert.deepEqual(controlView(null), { controls: true, viewOnly: false, keyRejected: false, share: false, controllerLink: false });
+  // --control open: controls, and the Share area with the viewer link.
+  assert.deepEqual(controlView("open", null), { controls: true, viewOnly: false, keyRejected: false, share: true, controllerLink: false });
   // A controller with a key: controls and the Share area.
-  assert.deepEqual(controlView("controller", KEY, null), { controls: true, viewOnly: false, keyRejected: false, share: true });
-  assert.equal(controlView("controller", null).share, false, "no key, nothing to share");
-  // A viewer: "View only" instead of the controls; no Share area even with a key held.
-  assert.deepEqual(controlView("viewer", null, null), { controls: false, viewOnly: true, keyRejected: false, share: false });
-  assert.deepEqual(controlView("viewer", KEY, KEY), { controls: false, viewOnly: true, keyRejected: true, share: false });
+  assert.deepEqual(controlView("controller", KEY, null), { controls: true, viewOnly: false, keyRejected: false, share: true, controllerLink: true });
+  assert.equal(controlView("controller", null).controllerLink, false, "no key, no controller link");
+  // A viewer: "View only" instead of the controls; the viewer link only, even with a key held.
+  assert.deepEqual(controlView("viewer", null, null), { controls: false, viewOnly: true, keyRejected: false, share: true, controllerLink: false });
+  assert.deepEqual(controlView("viewer", KEY, KEY), { controls: false, viewOnly: true, keyRejected: true, share: true, controllerLink: false });
 });
 
 test("shareLinks: a viewer link and a controller link on the page's origin and path, without ?lang=", () => {
