@@ -865,7 +865,13 @@ function main() {
   }
   buildPresets();
   el.openSession.addEventListener("submit", onOpenSession);
-  el.shareController.addEventListener("toggle", () => render());
+  el.shareController.addEventListener("toggle", () => {
+    render();
+    // It opens at the panel's foot: bring that into view.
+    if (!el.shareController.open) return;
+    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
+    el.share.scrollIntoView({ block: "end", behavior: still ? "auto" : "smooth" });
+  });
   for (const button of el.share.querySelectorAll("button[data-copy]")) {
     button.addEventListener("click", () => onCopy(button));
   }

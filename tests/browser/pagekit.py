@@ -221,6 +221,15 @@ def press_start(driver) -> None:
     click(driver, "start")
 
 
+def cancel_run(driver) -> None:
+    """Cancels the way a host must: Cancel, then Yes in "End for everyone?"."""
+    from selenium.webdriver.common.by import By
+
+    click(driver, "cancel")
+    wait(driver, 2, lambda d: d.find_element(By.ID, "confirm-yes").is_displayed(), "End for everyone?")
+    click(driver, "confirm-yes")
+
+
 def click(driver, element_id: str) -> None:
     from selenium.webdriver.common.by import By
 

@@ -93,7 +93,7 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     audit(a, "paused")
     audit(b, "view-only, paused")
 
-    pk.click(a, "cancel")
+    pk.cancel_run(a)
     pk.wait(a, 3, lambda d: phase(d) == "idle" and not pk.read(d)["disabled"], "idle")
     pk.set_seconds(a, 1)
     pk.press_start(a)

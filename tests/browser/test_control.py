@@ -37,6 +37,8 @@ return {
   label: document.getElementById('label').textContent,
   controls: shown('options'),
   start: shown('start'),
+  hostWait: shown('host-wait') ? document.getElementById('host-wait').textContent : '',
+  controllerShare: shown('share-controller'),
   startDisabled: document.getElementById('start').disabled,
   viewOnly: shown('view-only'),
   viewOnlyText: document.getElementById('view-only').innerText.replace(/\\s+/g, ' ').trim(),
@@ -111,6 +113,9 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
 
     a.find_element(By.CSS_SELECTOR, "#share > summary").click()
     pk.wait(a, 2, lambda d: d.find_element(By.ID, "viewer-link").is_displayed(), "the open Share area")
+    assert not a.find_element(By.ID, "controller-link").is_displayed(), \
+        "the controller link stays folded away, so a projected Share panel does not show it"
+    a.find_element(By.CSS_SELECTOR, "#share-controller > summary").click()
     ca = control(a)
     viewer_link = f"{srv.http_base}/?session={session_id}"
     controller_link = f"{srv.http_base}/?session={session_id}&key={key}"
@@ -127,11 +132,14 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
     assert control(a)["start"]
 
     cb = open_as(b, viewer_link, "viewer")
-    assert cb["start"] and cb["startDisabled"], f"a viewer sees the seed's button, disabled: {cb}"
+    assert not cb["start"] and cb["hostWait"] == "Waiting for the host", \
+        f"an idle viewer sees words in the button's place: {cb}"
     assert not cb["controls"], f"a viewer must not see the controls: {cb}"
     assert cb["viewOnly"] and cb["viewOnlyText"].startswith("View only"), cb
     assert "not accepted" not in cb["viewOnlyText"], "no key was offered, so none was rejected"
-    assert not cb["share"], f"a viewer has nothing to share: {cb}"
+    assert cb["share"] and not cb["controllerShare"] and cb["controllerLink"] == "", \
+        f"a viewer shares the viewer link only: {cb}"
+    assert cb["viewerLink"] == viewer_link, cb
     assert key_in_address(b) is None
     assert key not in b.execute_script("return document.documentElement.outerHTML"), \
         "the viewer's page must not hold the key"
@@ -149,8 +157,8 @@ def test_controller_viewer_and_co_host(key_server, pool, session_id):
         for d in (a, b, c):
             assert pk.read(d)["status"] == "Live", pk.read(d)
         cb = control(b)
-        assert cb["start"] and cb["startDisabled"] and not cb["controls"], \
-            f"after the run the viewer still has the disabled button and no controls: {cb}"
+        assert cb["hostWait"] and not cb["start"] and not cb["controls"], \
+            f"after the run the viewer waits for the host again, with no controls: {cb}"
     finally:
         obs.close()
 
@@ -167,13 +175,14 @@ def test_viewer_is_refused_in_words(key_server, pool, session_id):
     wrong = "0" * 32
     cb = open_as(b, pk.page_url(key_server, session_id, key=wrong, lang="zh-Hant"), "viewer")
     assert cb["viewOnly"] and cb["startDisabled"] and not cb["controls"], cb
+    assert cb["hostWait"] == "等待主持人", cb
     assert cb["viewOnlyText"] == "僅供觀看 這個連結中的主控金鑰未被接受。", cb
 
     obs = pk.Observer(key_server.ws_url(session_id))
     try:
         # In one script, so no render in between can hide the controls again.
-        b.execute_script("document.getElementById('start').disabled = false;"
-                         "document.getElementById('start').click();")
+        b.execute_script("const s = document.getElementById('start');"
+                         "s.hidden = false; s.disabled = false; s.click();")
         pk.wait(b, 5, lambda d: control(d)["status"] == "只有這個場次的主控者可以控制倒計時。",
                 "the forbidden error in words")
         assert b.execute_script("return document.getElementById('status').dataset.kind") == "error"
@@ -194,9 +203,11 @@ def test_viewer_keeps_the_seed_button_and_no_controls(key_server, pool, session_
     open_as(a, pk.page_url(key_server, session_id), "controller")
     KEYS_SEEN.add(key_in_address(a))
     cb = open_as(b, pk.page_url(key_server, session_id), "viewer")
-    assert cb["start"] and cb["startDisabled"] and cb["viewOnly"], cb
+    assert cb["hostWait"] and not cb["start"] and cb["viewOnly"], cb
     assert pk.read(b)["shown"] == [], f"a viewer has no fields or controls: {pk.read(b)}"
-    assert pk.rect(b, "#view-only")["y"] > pk.rect(b, "#start")["y"], "the note sits below the button"
+    assert pk.rect(b, "#view-only")["y"] > pk.rect(b, "#host-wait")["y"], "the note sits below the words"
+    # The words take the button's box, so the label does not move when a run starts.
+    idle_label, idle_wait = pk.rect(b, "#label"), pk.rect(b, "#host-wait")
 
     obs = pk.Observer(key_server.ws_url(session_id))
     try:
@@ -205,6 +216,8 @@ def test_viewer_keeps_the_seed_button_and_no_controls(key_server, pool, session_
         pk.wait(b, 3, lambda d: (lambda r: r["busy"] == "true" and r["disabled"] and r["spinnerDisplay"] != "none"
                                  and r["startText"] == "Start" and r["shown"] == [])(pk.read(d)),
                 "the viewer's disabled button with the spinner, and no controls")
+        assert abs(pk.rect(b, "#label")["y"] - idle_label["y"]) <= 1, "the label moved"
+        assert abs(pk.rect(b, "#start")["h"] - idle_wait["h"]) <= 1, "the button took another box than the words"
         pk.click(a, "pause")
         st = obs.wait_for(lambda s: s["phase"] == "paused", 3, "paused")
         frozen = pk.clock_label(st["remaining"])
@@ -213,7 +226,7 @@ def test_viewer_keeps_the_seed_button_and_no_controls(key_server, pool, session_
                                  and r["shown"] == [])(pk.read(d)),
                 "the viewer's paused page: frozen, no spinner, disabled, no controls")
         assert control(b)["viewOnly"]
-        pk.click(a, "cancel")
+        pk.cancel_run(a)
         obs.wait_for(lambda s: s["phase"] == "idle", 3, "idle")
     finally:
         obs.close()
@@ -234,6 +247,7 @@ def test_copy_button(key_server, pool, session_id):
     a.execute_cdp_cmd("Browser.grantPermissions", {
         "origin": origin, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
     a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+    a.find_element(By.CSS_SELECTOR, "#share-controller > summary").click()
     a.find_element(By.ID, "copy-controller").click()
     pk.wait(a, 3, lambda d: control(d)["shareStatus"] == "Copied", "the copy to be confirmed")
     assert a.find_element(By.ID, "copy-controller").text == "Copied"
@@ -254,11 +268,14 @@ def test_copy_button(key_server, pool, session_id):
 # 4 ---------------------------------------------------------------------------------------
 def test_open_mode_is_unchanged(server, pool, session_id):
     """With the default --control open the snapshot names no role: the page shows the
-    controls, no "View only" note and no Share area, and leaves its address alone."""
+    controls, no "View only" note, a Share area with the viewer link only, and leaves
+    its address alone."""
     a = pool(0)
     url = pk.page_url(server, session_id)
     ca = open_as(a, url, "open")
-    assert ca["start"] and not ca["viewOnly"] and not ca["share"], ca
+    assert ca["start"] and not ca["viewOnly"] and ca["share"], ca
+    assert not ca["controllerShare"] and ca["controllerLink"] == "", ca
+    assert ca["viewerLink"] == url, ca
     assert ca["href"] == url, "open mode must not touch the address"
 
 
@@ -297,6 +314,7 @@ def test_control_screenshots(key_server, pool, artifacts_dir, size, session_id):
     fits(a, "controller")
     shoot(a, "controller")
     a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+    a.find_element(By.CSS_SELECTOR, "#share-controller > summary").click()
     pk.wait(a, 2, lambda d: d.find_element(By.ID, "controller-link").is_displayed(), "the open Share area")
     fits(a, "controller, Share open", tall_ok=True)
     for sel in ("#viewer-link", "#controller-link", "#copy-viewer", "#copy-controller"):
