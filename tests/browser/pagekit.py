@@ -355,6 +355,7 @@ class Observer:
     epoch: str | None = None
     replies: list = field(default_factory=list)
     closed: bool = False
+    phases: list = field(default_factory=list)  # every phase seen, in order, repeats folded
 
     def __post_init__(self):
         from contextlib import ExitStack
@@ -381,6 +382,9 @@ class Observer:
                         self.state.setdefault("endsAt", None)
                     else:
                         self.replies.append(msg)
+                    phase = (self.state or {}).get("phase")
+                    if phase and (not self.phases or self.phases[-1] != phase):
+                        self.phases.append(phase)
                     self._changed.notify_all()
         except Exception:  # noqa: BLE001 - the connection ended (server stopped)
             pass
