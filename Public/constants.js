@@ -13,7 +13,7 @@ export const CONTRACT = Object.freeze({
   "maxMessageBytes": 4096,
   "phases": ["idle", "running", "paused", "finished"],
   "labels": { "idle": "Ready", "finished": "Countdown finished" },
-  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping"],
+  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key"],
   "errorCodes": [
     "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
     "forbidden", "too_many_sessions", "unavailable"

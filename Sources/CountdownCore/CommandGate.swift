@@ -18,6 +18,11 @@ struct CommandGate {
   enum Outcome: Equatable {
     case command(SessionCommand, id: CommandID?)
     case ping(t: String)
+    /// A controller key presented after the handshake: the hub decides it
+    /// against the session's key.
+    case auth(key: String, id: CommandID?)
+    /// A controller asks for a new key; the hub makes it.
+    case rotateKey(id: CommandID?)
     /// Answer with this error; `op` names the command for metrics, when known.
     case refuse(CommandError, op: String?)
     /// A sustained flood: close the connection.
@@ -52,6 +57,19 @@ struct CommandGate {
     let command: SessionCommand
     switch message.command {
     case .ping(let t): return .ping(t: t)
+    case .auth(let key): return .auth(key: key, id: message.id)
+    case .rotateKey:
+      guard config.control == .key else {
+        return .refuse(
+          CommandError(
+            .badRequest, "rotate_key needs a server started with --control key", id: message.id),
+          op: "rotate_key")
+      }
+      guard isController else {
+        return .refuse(
+          CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: "rotate_key")
+      }
+      return .rotateKey(id: message.id)
     case .start(let length, let label):
       command = .start(length ?? .seconds(config.session.defaultSeconds), finishedLabel: label)
     case .cancel: command = .cancel

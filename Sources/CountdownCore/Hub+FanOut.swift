@@ -96,7 +96,7 @@ extension Hub {
       return frame
     }
     guard !connections[slot].replies.isEmpty else { return nil }
-    switch connections[slot].replies.removeFirst() {
+    switch takeReply(slot) {
     case .frame(let frame): return frame
     case .pong(let t): return WireCodec.pong(t: t, serverTime: now)
     }

@@ -97,6 +97,29 @@ public final class Hub {
     var serial: UInt32
     var id: CommandID?
     var command: SessionCommand
+    /// The hash of the key the connection held when the command arrived
+    /// (key mode): what a command from a connection gone since is checked by.
+    var presented: KeyHash?
+    /// A `rotate_key`'s new key, for its ack.
+    var newKey: String?
+    /// The client address of the connection, which a start counts against.
+    var address: AddressTable.Index
+    /// A start holds a place in its address's count from dispatch to completion.
+    var holdsAddressPlace = false
+  }
+
+  /// An `auth` whose session is still loading: decided once its key is known.
+  struct PendingAuth {
+    var connection: ConnectionHandle
+    var serial: UInt32
+    var id: CommandID?
+    var key: String
+  }
+
+  /// What waits on a session, in arrival order.
+  enum Waiting {
+    case command(PendingCommand)
+    case auth(PendingAuth)
   }
 
   /// Bytes of one session's slot in the hub's table (for the scheduler benchmark's accounting).
@@ -106,8 +129,10 @@ public final class Hub {
     MemoryLayout<Connection>.stride + MemoryLayout<Bool>.stride
     + MemoryLayout<ConnectionID>.stride
 
-  /// Acks and errors a connection may have waiting; past this, replies are dropped.
-  public static let maxPendingReplies = 64
+  /// Bytes of acks, errors and pongs a connection may have waiting; past
+  /// this, replies are dropped. Counted in bytes, since an error can be a
+  /// hundred times the size of an ack.
+  public static let maxPendingReplyBytes = 16 * 1024
   /// Commands that may wait behind one in flight on a session; past this, `busy`.
   public static let maxWaitingCommands = 64
 
@@ -129,6 +154,23 @@ public final class Hub {
   var keyHashes: [KeyHash?] = []
   /// The key each controller is shown in its snapshot, until it is sent.
   var keysToSend: [ConnectionID: String] = [:]
+  /// By connection, for controllers in key mode only: the hash of the key
+  /// each presented, so that a command is authorised against the session's
+  /// key when it is sent on, not only when it arrives.
+  var presentedKeys: [ConnectionID: KeyHash] = [:]
+  /// By connection: the key a joiner presented when it created, here, a
+  /// session still loading (a cluster). It holds the key it was made, in
+  /// case the session is new everywhere, and this one, in case the session
+  /// already had it: `loaded` keeps whichever is the session's.
+  var keysOfferedWhileLoading: [ConnectionID: String] = [:]
+  /// Client addresses, and by connection slot the index of each one's.
+  var addresses = AddressTable()
+  var connectionAddresses: [AddressTable.Index] = []
+  /// By session handle, for running or paused sessions started here: the
+  /// address it counts against.
+  var startedFrom: [SessionHandle: AddressTable.Index] = [:]
+  /// Bytes of replies waiting, for connections with any.
+  var pendingReplyBytes: [ConnectionID: Int] = [:]
   /// By session handle, for sessions with a lagging viewer.
   var mergedFrames: [SessionHandle: MergedFrame] = [:]
   var sessionIndex: [String: SessionHandle] = [:]
@@ -136,7 +178,7 @@ public final class Hub {
   var dirtySessions: [SessionHandle] = []
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
-  var waitingCommands: [SessionHandle: [PendingCommand]] = [:]
+  var waitingCommands: [SessionHandle: [Waiting]] = [:]
   /// By session handle, for sessions whose records come from elsewhere (a
   /// cluster): the last such record, which bounds the seq any instance may
   /// have reached since.
@@ -205,9 +247,10 @@ public final class Hub {
   /// A viewer opened `/ws/<session>`; the session is created on first join.
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
   /// the client presented, if any; `since` the last seq it saw (on this
-  /// instance or another): its snapshot's seq is not lower.
+  /// instance or another): its snapshot's seq is not lower. `peer` is the
+  /// client's address, which the sessions it starts count against.
   public func connect(
-    session id: String, key: String? = nil, since: UInt64? = nil, now: Int64
+    session id: String, key: String? = nil, since: UInt64? = nil, peer: String, now: Int64
   ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
@@ -258,7 +301,16 @@ public final class Hub {
         position: Int32(sessions[handle].viewers.count), serial: serial,
         isController: config.control == .open || shownKey != nil))
     let id = connection.index
-    if let shownKey { keysToSend[id] = shownKey }
+    if let shownKey {
+      keysToSend[id] = shownKey
+      presentedKeys[id] = KeyHash(of: shownKey)
+    }
+    if createdKey != nil, sessions[handle].loading, let key { keysOfferedWhileLoading[id] = key }
+    if Int(id) >= connectionAddresses.count {
+      connectionAddresses.append(
+        contentsOf: repeatElement(0, count: Int(id) - connectionAddresses.count + 1))
+    }
+    connectionAddresses[Int(id)] = addresses.hold(peer)
     sessions[handle].viewers.append(id)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
@@ -270,6 +322,10 @@ public final class Hub {
   public func disconnect(_ id: ConnectionID, now: Int64) {
     guard let closing = connections.remove(ConnectionHandle(id)) else { return }
     keysToSend[id] = nil
+    presentedKeys[id] = nil
+    keysOfferedWhileLoading[id] = nil
+    pendingReplyBytes[id] = nil
+    addresses.release(connectionAddresses[Int(id)])
     let handle = closing.session
     let moved = sessions[handle].viewers.removeLast()
     if moved != id {
@@ -334,21 +390,111 @@ public final class Hub {
       reply(.frame(WireCodec.error(error)), to: id)
     case .ping(let t):
       reply(.pong(t: t), to: id)
+    case .auth(let key, let commandID):
+      authenticate(
+        PendingAuth(
+          connection: handle, serial: connections[handle].serial, id: commandID, key: key),
+        now: now)
+    case .rotateKey(let commandID):
+      let key = ControllerKey.generate().hex
+      submit(
+        PendingCommand(
+          session: connections[handle].session, connection: handle,
+          serial: connections[handle].serial, id: commandID, command: .rotateKey(KeyHash(of: key)),
+          presented: presentedKeys[id], newKey: key, address: connectionAddresses[Int(id)]),
+        now: now)
     case .command(let command, let commandID):
-      let pending = PendingCommand(
-        session: connections[handle].session, connection: handle,
-        serial: connections[handle].serial, id: commandID, command: command)
-      if sessions[pending.session].holdsCommands {
-        guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
-          finish(pending, .rejected(.busy), now: now)
-          return .handled
-        }
-        waitingCommands[pending.session, default: []].append(pending)
-      } else {
-        dispatch(pending, now: now)
-      }
+      submit(
+        PendingCommand(
+          session: connections[handle].session, connection: handle,
+          serial: connections[handle].serial, id: commandID, command: command,
+          presented: presentedKeys[id], address: connectionAddresses[Int(id)]), now: now)
     }
     return .handled
+  }
+
+  /// Sends a command on, or queues it behind the one in flight. Until it is
+  /// finished, it holds its address, which may outlive its connection.
+  private func submit(_ pending: PendingCommand, now: Int64) {
+    addresses.retain(pending.address)
+    guard sessions[pending.session].holdsCommands else {
+      dispatch(pending, now: now)
+      return
+    }
+    guard waitingCommands[pending.session, default: []].count < Self.maxWaitingCommands else {
+      finish(pending, .rejected(.busy), now: now)
+      return
+    }
+    waitingCommands[pending.session, default: []].append(.command(pending))
+  }
+
+  /// An `auth`. While the session's key is still being fetched, the
+  /// connection is taken at its word, as a `?key=` is: its commands wait with
+  /// the session's and are checked again when sent on, and `loaded` decides.
+  private func authenticate(_ auth: PendingAuth, now: Int64) {
+    let session = connections[auth.connection].session
+    guard config.control == .key, sessions[session].loading else {
+      decide(auth, now: now)
+      return
+    }
+    guard waitingCommands[session, default: []].count < Self.maxWaitingCommands else {
+      stats.countCommand("auth", result: ErrorCode.busy.rawValue)
+      reply(
+        .frame(WireCodec.error(CommandError(.busy, Self.explain(.busy), id: auth.id))),
+        to: auth.connection.index)
+      return
+    }
+    waitingCommands[session, default: []].append(.auth(auth))
+    grant(auth.connection.index, key: auth.key)
+  }
+
+  /// Answers an `auth` against the session's key as it is now: a match makes
+  /// a controller, shown in a fresh snapshot; a controller stays one.
+  private func decide(_ auth: PendingAuth, now: Int64) {
+    guard connections.contains(auth.connection),
+      connections[auth.connection].serial == auth.serial
+    else { return }
+    let id = auth.connection.index
+    let session = connections[auth.connection].session
+    if config.control == .key {
+      let sessionKey = keyHash(of: session)
+      let confirmed = presentedKeys[id].map { sessionKey?.matches($0) == true } ?? false
+      if sessionKey?.matches(auth.key) == true {
+        if !confirmed { grant(id, key: auth.key) }
+      } else if !confirmed {
+        demote(id)
+        stats.countCommand("auth", result: ErrorCode.forbidden.rawValue)
+        reply(
+          .frame(
+            WireCodec.error(
+              CommandError(.forbidden, "the controller key was not accepted", id: auth.id))),
+          to: id)
+        return
+      }
+    }
+    stats.countCommand("auth", result: "ok")
+    reply(.frame(WireCodec.ack(id: auth.id, seq: sessions[session].machine.seq)), to: id)
+  }
+
+  /// Makes a connection a controller holding `key`, and says so in a fresh snapshot.
+  private func grant(_ id: ConnectionID, key: String) {
+    let slot = ConnectionHandle(id)
+    connections[slot].isController = true
+    presentedKeys[id] = KeyHash(of: key)
+    keysToSend[id] = key
+    connections[slot].needsSnapshot = true
+    dirtyConnections.append(id)
+  }
+
+  /// Makes a controller a viewer, and says so in a fresh snapshot.
+  private func demote(_ id: ConnectionID) {
+    let slot = ConnectionHandle(id)
+    guard connections[slot].isController else { return }
+    connections[slot].isController = false
+    presentedKeys[id] = nil
+    keysToSend[id] = nil
+    connections[slot].needsSnapshot = true
+    dirtyConnections.append(id)
   }
 
   /// A sequencer finished a command it answered `.pending` for. Called on the
@@ -372,10 +518,13 @@ public final class Hub {
     if config.control == .key, let keyHash {
       keyHashes[Int(handle.index)] = keyHash
       for viewer in sessions[handle].viewers {
-        guard let shown = keysToSend[viewer], !keyHash.matches(shown) else { continue }
-        keysToSend[viewer] = nil
-        connections[ConnectionHandle(viewer)].isController = false
+        if let offered = keysOfferedWhileLoading.removeValue(forKey: viewer),
+          keyHash.matches(offered)
+        {
+          grant(viewer, key: offered)
+        }
       }
+      demote(handle, unlessHolding: keyHash)
     }
     if let record { adoptClusterRecord(record, handle, now: now) }
     if let since = sinceWhileLoading.removeValue(forKey: handle) {
@@ -415,11 +564,48 @@ public final class Hub {
     if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
   }
 
+  /// A session's key changed elsewhere (a cluster's change feed, after a
+  /// `rotate_key` on another instance): every controller here that holds
+  /// another key becomes a viewer.
+  public func keyChanged(session id: String, keyHash: KeyHash, now: Int64) {
+    guard config.control == .key, let handle = sessionIndex[id] else { return }
+    rekey(handle, to: keyHash, holder: nil)
+  }
+
+  /// Gives a session a new key. `holder`, the rotation's requester here,
+  /// stays (or, had the change feed come first, becomes again) a controller.
+  private func rekey(
+    _ handle: SessionHandle, to keyHash: KeyHash, holder: (id: ConnectionID, key: String)?
+  ) {
+    keyHashes[Int(handle.index)] = keyHash
+    if let holder {
+      if connections[ConnectionHandle(holder.id)].isController {
+        presentedKeys[holder.id] = keyHash
+        // A snapshot not yet written must show the key that now works.
+        if keysToSend[holder.id] != nil { keysToSend[holder.id] = holder.key }
+      } else {
+        grant(holder.id, key: holder.key)
+      }
+    }
+    demote(handle, unlessHolding: keyHash)
+  }
+
+  /// Demotes every controller of a session here whose key is not `keyHash`.
+  private func demote(_ handle: SessionHandle, unlessHolding keyHash: KeyHash) {
+    for viewer in sessions[handle].viewers {
+      guard let presented = presentedKeys[viewer], !keyHash.matches(presented) else { continue }
+      demote(viewer)
+    }
+  }
+
   private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
     while !sessions[handle].holdsCommands, var queue = waitingCommands[handle], !queue.isEmpty {
       let next = queue.removeFirst()
       waitingCommands[handle] = queue.isEmpty ? nil : queue
-      dispatch(next, now: now)
+      switch next {
+      case .command(let pending): dispatch(pending, now: now)
+      case .auth(let auth): decide(auth, now: now)
+      }
     }
   }
 
@@ -439,12 +625,40 @@ public final class Hub {
   // MARK: The command path
 
   private func dispatch(_ pending: PendingCommand, now: Int64) {
+    var pending = pending
     let ticket = Ticket(nextTicket)
     nextTicket += 1
     let session = sessions[pending.session]
+    let sessionKey = keyHash(of: pending.session)
+    // Authorised again now, not only on arrival: since then the key may have
+    // been rotated, or a cluster found the session's key to be another.
+    let presented =
+      connections.contains(pending.connection)
+        && connections[pending.connection].serial == pending.serial
+      ? presentedKeys[pending.connection.index] : pending.presented
+    if config.control == .key {
+      guard let presented, sessionKey?.matches(presented) == true else {
+        finish(pending, .rejected(.forbidden), now: now)
+        return
+      }
+    }
+    // A start that may begin a run holds a place in its address's count
+    // until it completes, so starts in flight cannot overshoot the cap.
+    if case .start = pending.command, !session.machine.phase.holdsAddressPlace {
+      guard addresses.sessions(of: pending.address) < config.maxSessionsPerAddress else {
+        finish(
+          pending, .rejected(.tooManySessions),
+          message:
+            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now)
+        return
+      }
+      addresses.addSession(pending.address)
+      pending.holdsAddressPlace = true
+    }
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
-      current: session.machine.record, keyHash: keyHash(of: pending.session), now: now)
+      current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
+      now: now)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
@@ -456,21 +670,40 @@ public final class Hub {
   }
 
   /// Applies a sequenced command's outcome: the patch first, then the reply.
-  private func finish(_ pending: PendingCommand, _ outcome: SequenceOutcome, now: Int64) {
+  private func finish(
+    _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
+  ) {
     let op = pending.command.op
     let answer: [UInt8]
+    var placeKept = false
     switch outcome {
     case .applied(let record):
       transition(pending.session) { $0.adopt(record, now: now) }
+      // The place a start held becomes its run's, if a run began.
+      if pending.holdsAddressPlace, sessions[pending.session].machine.phase.holdsAddressPlace,
+        startedFrom[pending.session] == nil
+      {
+        startedFrom[pending.session] = pending.address
+        placeKept = true
+      }
+      if case .rotateKey(let keyHash) = pending.command, let key = pending.newKey {
+        let alive =
+          connections.contains(pending.connection)
+          && connections[pending.connection].serial == pending.serial
+        rekey(pending.session, to: keyHash, holder: alive ? (pending.connection.index, key) : nil)
+      }
       stats.countCommand(op, result: "ok")
-      answer = WireCodec.ack(id: pending.id, seq: sessions[pending.session].machine.seq)
+      answer = WireCodec.ack(
+        id: pending.id, seq: sessions[pending.session].machine.seq, key: pending.newKey)
     case .rejected(let code):
       stats.countCommand(op, result: code.rawValue)
-      answer = WireCodec.error(CommandError(code, Self.explain(code), id: pending.id))
+      answer = WireCodec.error(CommandError(code, message ?? Self.explain(code), id: pending.id))
     case .unavailable(let message):
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
     }
+    if pending.holdsAddressPlace && !placeKept { addresses.removeSession(pending.address) }
+    addresses.release(pending.address)
     // The commanding connection may have gone, and its slot been reused.
     guard connections.contains(pending.connection),
       connections[pending.connection].serial == pending.serial
@@ -504,10 +737,27 @@ public final class Hub {
   }
 
   func reply(_ reply: Reply, to id: ConnectionID) {
-    let handle = ConnectionHandle(id)
-    guard connections[handle].replies.count < Self.maxPendingReplies else { return }
-    connections[handle].replies.append(reply)
+    let queued = pendingReplyBytes[id] ?? 0
+    guard queued + reply.byteCount <= Self.maxPendingReplyBytes else {
+      stats.repliesDropped += 1
+      return
+    }
+    pendingReplyBytes[id] = queued + reply.byteCount
+    connections[ConnectionHandle(id)].replies.append(reply)
     dirtyConnections.append(id)
+  }
+
+  /// The oldest reply waiting for a connection that has one.
+  func takeReply(_ slot: ConnectionHandle) -> Reply {
+    let reply = connections[slot].replies.removeFirst()
+    if connections[slot].replies.isEmpty {
+      // A burst's buffer goes with it: most viewers never have a reply waiting.
+      connections[slot].replies = []
+      pendingReplyBytes[slot.index] = nil
+    } else {
+      pendingReplyBytes[slot.index, default: 0] -= reply.byteCount
+    }
+    return reply
   }
 
   /// Runs one event on a session's machine, keeps the phase counts true, and
@@ -521,6 +771,7 @@ public final class Hub {
     if before != after {
       stats.sessionsByPhase[before.index] -= 1
       stats.sessionsByPhase[after.index] += 1
+      if !after.holdsAddressPlace { releaseAddressPlace(handle) }
     }
     switch action {
     case .broadcast(let patch, let next):
@@ -560,9 +811,15 @@ public final class Hub {
     return handle
   }
 
+  /// A session no longer running or paused stops counting against the address that started it.
+  private func releaseAddressPlace(_ handle: SessionHandle) {
+    if let address = startedFrom.removeValue(forKey: handle) { addresses.removeSession(address) }
+  }
+
   private func forget(_ handle: SessionHandle) -> Bool {
     let session = sessions[handle]
     guard session.viewers.isEmpty, !session.holdsCommands else { return false }
+    releaseAddressPlace(handle)
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)
@@ -579,7 +836,22 @@ public final class Hub {
   }
 }
 
+extension Hub.Reply {
+  /// What the reply costs its connection's budget: the memory it holds (an
+  /// array's buffer and header, its slot in the queue), or for a pong, the
+  /// frame it will be.
+  var byteCount: Int {
+    switch self {
+    case .frame(let bytes): bytes.capacity + 64
+    case .pong(let t): t.utf8.count + 64
+    }
+  }
+}
+
 extension Phase {
+  /// A run (running or paused) counts against the address that started it.
+  var holdsAddressPlace: Bool { self == .running || self == .paused }
+
   /// Position in `Phase.allCases`, for per-phase counters.
   var index: Int {
     switch self {

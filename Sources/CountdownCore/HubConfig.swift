@@ -12,6 +12,9 @@ public struct HubConfig: Sendable {
   public var session: SessionConfig
   /// Live sessions at most; joining a new id past this is refused.
   public var maxSessions: Int
+  /// Running or paused sessions started from one client address at most;
+  /// a start past this gets `too_many_sessions`.
+  public var maxSessionsPerAddress: Int
   /// Sustained commands per second per connection (the token bucket's rate and size).
   public var commandsPerSecond: Double
   /// A connection still over its rate after this long is closed with 1008.
@@ -20,10 +23,12 @@ public struct HubConfig: Sendable {
 
   public init(
     session: SessionConfig = SessionConfig(), maxSessions: Int = 100_000,
-    commandsPerSecond: Double = 20, floodCloseAfterMs: Int64 = 5000, control: ControlMode = .open
+    maxSessionsPerAddress: Int = 1000, commandsPerSecond: Double = 20,
+    floodCloseAfterMs: Int64 = 5000, control: ControlMode = .open
   ) {
     self.session = session
     self.maxSessions = maxSessions
+    self.maxSessionsPerAddress = maxSessionsPerAddress
     self.commandsPerSecond = commandsPerSecond
     self.floodCloseAfterMs = floodCloseAfterMs
     self.control = control

@@ -15,6 +15,9 @@ public struct HubStats: Sendable {
   public var tickLatenessMs = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500])
   /// Commands waiting for the sequencer (storage or Redis) to complete them.
   public var commandsInFlight = 0
+  /// Acks, errors and pongs dropped because their connection had
+  /// `Hub.maxPendingReplyBytes` waiting (a client that does not read).
+  public var repliesDropped: UInt64 = 0
 
   public init() {}
 

@@ -19,8 +19,11 @@ public struct KeyHash: Equatable, Sendable {
   public var array: [UInt8] { (0..<32).map { bytes[$0] } }
 
   /// True when `offered` hashes to this; the time taken does not depend on where they differ.
-  public func matches(_ offered: String) -> Bool {
-    let difference = bytes ^ KeyHash(of: offered).bytes
+  public func matches(_ offered: String) -> Bool { matches(KeyHash(of: offered)) }
+
+  /// True when both are the hash of one key; constant time, like `matches(_: String)`.
+  public func matches(_ other: KeyHash) -> Bool {
+    let difference = bytes ^ other.bytes
     var folded: UInt8 = 0
     for index in 0..<32 { folded |= difference[index] }
     return folded == 0

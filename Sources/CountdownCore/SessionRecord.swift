@@ -8,6 +8,9 @@ public enum SessionCommand: Equatable, Sendable {
   case resume
   /// Moves the deadline (or the frozen time left) by this many seconds, either way.
   case adjust(seconds: Int)
+  /// Replaces the session's controller key (key mode): the hash of the new
+  /// key, which the sequencer stores so the old key stops working everywhere.
+  case rotateKey(KeyHash)
 
   /// The wire's name for the command, as counted in metrics.
   public var op: String {
@@ -17,6 +20,7 @@ public enum SessionCommand: Equatable, Sendable {
     case .pause: "pause"
     case .resume: "resume"
     case .adjust: "adjust"
+    case .rotateKey: "rotate_key"
     }
   }
 }
@@ -67,6 +71,57 @@ public struct SessionRecord: Equatable, Sendable {
   public static let adjustRange = -86_400...86_400
   /// How far ahead a deadline may be: at least a second, at most 30 days.
   public static let aheadMsRange: ClosedRange<Int64> = 1000...2_592_000_000
+
+  /// Moments a record may hold (epoch ms, 1970 to the end of 9999): wide
+  /// enough for any real deadline, narrow enough that a sum or difference of
+  /// two of them, or of one and a duration, cannot overflow.
+  public static let epochMsRange: ClosedRange<Int64> = 0...253_402_300_799_999
+  /// Seconds a run may count in all, adjustments included: what storage keeps
+  /// in a 32-bit column.
+  public static let durationRange = 0...Int(Int32.max)
+  /// Seq and revision stay exact in a JavaScript number.
+  public static let maxCounter: UInt64 = 1 << 53 - 1
+
+  /// A finished label a client may set: 1 to 64 characters of text, with no
+  /// control characters (U+0000–U+001F, U+007F), which would reach every
+  /// viewer's screen and, with NUL, cut C strings short.
+  public static func isValidFinishedLabel(_ label: String) -> Bool {
+    let scalars = label.unicodeScalars
+    guard !scalars.isEmpty, scalars.count <= SessionConfig.maxFinishedLabelLength else {
+      return false
+    }
+    return !scalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+  }
+
+  /// Why a record that came from outside (a database row, a Redis hash or
+  /// message) cannot be taken as it is, or nil when every field is in range
+  /// and agrees with its phase. Callers check it before any arithmetic.
+  public var damage: String? {
+    guard Self.durationRange.contains(duration) else { return "duration \(duration) out of range" }
+    guard Self.epochMsRange.contains(updatedAt) else {
+      return "updatedAt \(updatedAt) out of range"
+    }
+    guard seq <= Self.maxCounter, revision <= Self.maxCounter else {
+      return "seq or revision out of range"
+    }
+    if let finishedLabel, !Self.isValidFinishedLabel(finishedLabel) {
+      return "finishedLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text"
+    }
+    switch phase {
+    case .running:
+      guard let endsAt, Self.epochMsRange.contains(endsAt), remainingMs == nil else {
+        return "a running record needs endsAt in range and no remainingMs"
+      }
+    case .paused:
+      guard let remainingMs, (1...Self.aheadMsRange.upperBound).contains(remainingMs), endsAt == nil
+      else { return "a paused record needs remainingMs in range and no endsAt" }
+    case .idle, .finished:
+      guard endsAt == nil, remainingMs == nil else {
+        return "an \(phase.rawValue) record holds no endsAt or remainingMs"
+      }
+    }
+    return nil
+  }
 
   /// The record as it stands at `now`: a run whose deadline has passed is finished.
   public func settled(at now: Int64) -> SessionRecord {
@@ -135,6 +190,10 @@ public struct SessionRecord: Equatable, Sendable {
       }
     case (.adjust, _):
       return .failure(.notRunning)
+    case (.rotateKey, _):
+      // The key hash is kept beside the record, not in it; the revision
+      // still moves, so every instance orders the rotation with the rest.
+      break
     }
     next.revision += 1
     next.updatedAt = at
@@ -160,6 +219,9 @@ public struct SequenceRequest: Sendable {
   public let current: SessionRecord
   /// The session's controller key hash in key mode, kept with every save.
   public let keyHash: KeyHash?
+  /// The hash of the key the commanding connection holds (key mode), for a
+  /// sequencer that checks it again (a cluster): nil in open mode.
+  public let presentedKeyHash: KeyHash?
   /// The service thread's time when the command was admitted.
   public let now: Int64
 }
@@ -241,10 +303,10 @@ public final class LocalSequencer: CommandSequencer {
       return .done(.rejected(code))
     case .success(let record):
       guard let store else { return .done(.applied(record)) }
+      var keyHash = request.keyHash
+      if case .rotateKey(let rotated) = request.command { keyHash = rotated }
       store.write(
-        .save(
-          session: request.session, record: record, keyHash: request.keyHash,
-          ticket: request.ticket))
+        .save(session: request.session, record: record, keyHash: keyHash, ticket: request.ticket))
       return .pending
     }
   }

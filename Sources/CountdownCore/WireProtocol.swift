@@ -23,6 +23,11 @@ public enum ClientCommand: Equatable, Sendable {
   case adjust(seconds: Int)
   /// Clock-offset probe: `t` is the client's send time, echoed verbatim in the pong.
   case ping(t: String)
+  /// Presents a controller key after the handshake, so that it need not
+  /// travel in the URL (where proxies and browser history keep it).
+  case auth(key: String)
+  /// A controller asks for a new key; the old one stops working.
+  case rotateKey
 }
 
 /// Why a client message was refused, with the `id` to echo (nil when it had none).
@@ -68,6 +73,9 @@ public struct ClientMessage: Equatable, Sendable {
 public enum WireCodec {
   /// The largest client message, counted across fragments (close 1009 past it).
   public static let maxMessageBytes = 4096
+  /// The longest key an `auth` may present: real keys are 32 hex digits, and
+  /// anything longer only costs a hash.
+  public static let maxKeyLength = 128
 
   /// Decodes one text frame. Every failure names the error code the client gets.
   public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
@@ -151,6 +159,12 @@ public enum WireCodec {
         return fail("t must be a number of at most \(CommandID.maxNumberLength) characters")
       }
       return .success(ClientMessage(command: .ping(t: t), id: id))
+    case "auth":
+      guard case .string(let key)? = fields["key"], key.unicodeScalars.count <= Self.maxKeyLength
+      else { return fail("key must be a string of at most \(Self.maxKeyLength) characters") }
+      return .success(ClientMessage(command: .auth(key: key), id: id))
+    case "rotate_key":
+      return .success(ClientMessage(command: .rotateKey, id: id))
     default:
       return fail("unknown op \"\(op)\"")
     }
@@ -220,18 +234,26 @@ public enum WireCodec {
     return writer.bytes
   }
 
-  public static func ack(id: CommandID?, seq: UInt64) -> [UInt8] {
+  /// `{"type":"ack",...}`; a `rotate_key`'s ack carries the new key.
+  public static func ack(id: CommandID?, seq: UInt64, key: String? = nil) -> [UInt8] {
     var writer = JSONWriter(reservingCapacity: 48)
     writer.raw("{\"type\":\"ack\",\"id\":")
     writeID(id, to: &writer)
     writer.raw(",\"seq\":")
     writer.integer(seq)
+    if let key {
+      writer.raw(",\"key\":")
+      writer.string(key)
+    }
     writer.raw("}")
     return writer.bytes
   }
 
   public static func error(_ error: CommandError) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 96)
+    // Sized to fit, not grown by doubling: a long message may wait in a
+    // connection's replies, which are budgeted by what they hold.
+    var writer = JSONWriter(
+      reservingCapacity: 64 + (error.id?.json.count ?? 4) + error.message.utf8.count)
     writer.raw("{\"type\":\"error\",\"id\":")
     writeID(error.id, to: &writer)
     writer.raw(",\"code\":")

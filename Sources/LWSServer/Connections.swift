@@ -46,7 +46,8 @@ extension CountdownServer {
     openSockets += 1
     let peerID = peerCounts.add(peer)
     network.accepted += 1
-    switch hub.connect(session: session, key: key, since: since, now: clock.nowMilliseconds()) {
+    switch hub.connect(
+      session: session, key: key, since: since, peer: peer, now: clock.nowMilliseconds()) {
     case .refused(let code):
       network.refuse(.sessionCap)
       Logger.shared.info(

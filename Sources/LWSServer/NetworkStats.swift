@@ -137,6 +137,11 @@ public func collectHubStats(_ hub: Hub, into writer: inout MetricsWriter) {
       "countdown_patches_merged_total", .counter,
       "Merged catch-up patches sent to viewers that fell behind.", Double(stats.patchesMerged)
     ),
+    (
+      "countdown_replies_dropped_total", .counter,
+      "Acks, errors and pongs dropped: their connection had 16 KiB of replies waiting.",
+      Double(stats.repliesDropped)
+    ),
   ])
   let lateness = stats.tickLatenessMs
   writer.histogram(

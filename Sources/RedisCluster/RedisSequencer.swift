@@ -586,6 +586,7 @@ public final class RedisSequencer: CommandSequencer {
     case .pause: ("pause", "", "", "")
     case .resume: ("resume", "", "", "")
     case .adjust(let seconds): ("adjust", String(seconds), "", "")
+    case .rotateKey(let hash): ("rotate_key", hash.hex, "", "")
     }
   }
 }

@@ -315,6 +315,10 @@ extension Options {
       help: "Live sessions (default 100000); joining a new one\n"
         + "past it gets too_many_sessions and close 1013."),
     .integer(
+      "--max-sessions-per-address", "N", .limits, 1...10_000_000, \.hub.maxSessionsPerAddress,
+      help: "Running or paused sessions started from one client\n"
+        + "address (default 1000); a start past it gets\ntoo_many_sessions."),
+    .integer(
       "--max-commands-per-second", "N", .limits, 1...100_000, \.commandsPerSecond,
       help: "Commands per connection per second (default 20);\n"
         + "past it rate_limited, and close 1008 after 5 s."),

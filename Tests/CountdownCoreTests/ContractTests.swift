@@ -64,9 +64,12 @@ import Testing
     let ops = try #require(contract["ops"] as? [String])
     for op in ops {
       let text =
-        op == "adjust"
-        ? #"{"op":"adjust","seconds":1}"#
-        : op == "ping" ? #"{"op":"ping","t":1}"# : #"{"op":"\#(op)"}"#
+        switch op {
+        case "adjust": #"{"op":"adjust","seconds":1}"#
+        case "ping": #"{"op":"ping","t":1}"#
+        case "auth": #"{"op":"auth","key":"k"}"#
+        default: #"{"op":"\#(op)"}"#
+        }
       #expect((try? WireCodec.decode(Array(text.utf8)).get()) != nil, "op \(op)")
     }
     let pattern = try #require(contract["sessionIdPattern"] as? String)

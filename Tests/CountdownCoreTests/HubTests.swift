@@ -276,10 +276,10 @@ struct FakeViewer {
 extension Hub {
   /// Joins a session that must accept the viewer.
   func join(
-    _ session: String, key: String? = nil, now: Int64,
+    _ session: String, key: String? = nil, peer: String = "192.0.2.1", now: Int64,
     sourceLocation: SourceLocation = #_sourceLocation
   ) -> ConnectionID {
-    let outcome = connect(session: session, key: key, now: now)
+    let outcome = connect(session: session, key: key, peer: peer, now: now)
     guard case .joined(let id) = outcome else {
       Issue.record("join refused: \(outcome)", sourceLocation: sourceLocation)
       return -1

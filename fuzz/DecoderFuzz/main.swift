@@ -56,7 +56,7 @@ private func drain(_ hub: Hub, _ connection: ConnectionID, now: Int64, _ context
   while let frame = hub.nextFrame(for: connection, now: now) {
     checkFrame(frame, context)
     written += 1
-    check(written <= Hub.maxPendingReplies + 8, "\(context): nextFrame never returned nil")
+    check(written <= Hub.maxPendingReplyBytes / 16 + 8, "\(context): nextFrame never returned nil")
   }
   check(!hub.hasPending(connection), "\(context): hasPending after nextFrame returned nil")
 }
@@ -79,7 +79,9 @@ private func fuzzDecode(_ bytes: [UInt8]) {
       }
     case .adjust(let seconds):
       check(seconds != 0 && SessionRecord.adjustRange.contains(seconds), "adjust \(seconds)")
-    case .cancel, .pause, .resume:
+    case .auth(let key):
+      check(key.unicodeScalars.count <= WireCodec.maxKeyLength, "auth key")
+    case .cancel, .pause, .resume, .rotateKey:
       break
     case .ping(let t):
       checkFrame(WireCodec.pong(t: t, serverTime: 0), "pong")
@@ -96,7 +98,7 @@ private func fuzzDecode(_ bytes: [UInt8]) {
 private func fuzzHubOnce(_ bytes: [UInt8]) {
   let hub = Hub(config: HubConfig(), epoch: "fuzz")
   let now: Int64 = 1_000_000
-  guard case .joined(let viewer) = hub.connect(session: "fuzz", now: now) else {
+  guard case .joined(let viewer) = hub.connect(session: "fuzz", peer: "192.0.2.1", now: now) else {
     fatalError("a first join was refused")
   }
   drain(hub, viewer, now: now, "open/snapshot")
@@ -115,8 +117,8 @@ private func fuzzHubConversation(_ bytes: [UInt8]) {
   guard lines.count > 1 else { return }
   let hub = Hub(config: HubConfig(control: .key), epoch: "fuzz")
   var now: Int64 = 5_000_000
-  guard case .joined(let controller) = hub.connect(session: "s", now: now),
-    case .joined(let viewer) = hub.connect(session: "s", key: "wrong", now: now)
+  guard case .joined(let controller) = hub.connect(session: "s", peer: "192.0.2.1", now: now),
+    case .joined(let viewer) = hub.connect(session: "s", key: "wrong", peer: "192.0.2.2", now: now)
   else { fatalError("joins to a keyed session were refused") }
   for (index, line) in lines.prefix(16).enumerated() {
     let from = index % 2 == 0 ? controller : viewer
@@ -154,8 +156,8 @@ private func fuzzHeldCommands(_ bytes: [UInt8]) {
   let sequencer = HeldSequencer()
   let hub = Hub(config: HubConfig(commandsPerSecond: 1000), epoch: "fuzz", sequencer: sequencer)
   var now: Int64 = 9_000_000
-  guard case .joined(let sender) = hub.connect(session: "h", now: now),
-    case .joined(let watcher) = hub.connect(session: "h", now: now)
+  guard case .joined(let sender) = hub.connect(session: "h", peer: "192.0.2.1", now: now),
+    case .joined(let watcher) = hub.connect(session: "h", peer: "192.0.2.1", now: now)
   else { fatalError("joins were refused") }
   for line in lines.prefix(16) {
     _ = hub.receive(Array(line), from: sender, now: now)

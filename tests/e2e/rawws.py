@@ -66,12 +66,17 @@ class RawWS:
         *,
         source: str | None = None,
         rcvbuf: int | None = None,
+        mss: int | None = None,
         timeout: float = 5.0,
     ) -> "RawWS":
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
             # Must be set before connect() so the advertised window is small from the start.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if mss is not None:
+            # A small segment size, announced in the SYN, keeps the server's send buffer from
+            # growing to megabytes on loopback (its autotuning scales with the segment size).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, mss)
         if source is not None:
             sock.bind((source, 0))
         sock.setblocking(False)
@@ -92,11 +97,12 @@ class RawWS:
         extra_headers: list[tuple[str, str]] = (),
         source: str | None = None,
         rcvbuf: int | None = None,
+        mss: int | None = None,
         timeout: float = 5.0,
     ) -> "RawWS":
         """Connect and send an upgrade request; `.handshake` holds the answer (status 101
         on success, or the refusal's status, headers and body)."""
-        ws = await cls.connect(host, port, source=source, rcvbuf=rcvbuf, timeout=timeout)
+        ws = await cls.connect(host, port, source=source, rcvbuf=rcvbuf, mss=mss, timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [
             f"GET {path} HTTP/1.1",

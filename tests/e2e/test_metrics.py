@@ -43,6 +43,7 @@ def test_metrics_parse_and_have_every_family(quiet):
         "countdown_upgrades_refused_total", "countdown_frames_sent_total", "countdown_bytes_sent_total",
         "countdown_service_loop_seconds_bucket", "countdown_sessions", "countdown_sessions_created_total",
         "countdown_sessions_forgotten_total", "countdown_commands_in_flight", "countdown_patches_merged_total",
+        "countdown_replies_dropped_total",
         "countdown_tick_lateness_seconds_bucket", "process_resident_memory_bytes", "process_start_time_seconds",
         "process_cpu_seconds_total", "process_max_fds", "countdown_build_info", "countdown_ready",
         "countdown_metrics_render_seconds", "countdown_log_lines_total", "countdown_log_lines_dropped_total",

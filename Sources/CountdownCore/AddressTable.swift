@@ -1,0 +1,63 @@
+/// Client addresses, each held once however many viewers share it, with the
+/// running or paused sessions started from it. A viewer keeps only a 4-byte
+/// index; an address goes when its last holder (a viewer, or a command on
+/// its way) and its last session do.
+struct AddressTable {
+  typealias Index = Int32
+
+  private var indices: [String: Index] = [:]
+  private var names: [String] = []
+  /// Per index: connections and commands that hold the address, and
+  /// sessions it holds against its cap (running or paused ones it started,
+  /// plus starts in flight).
+  private var holders: [Int32] = []
+  private var sessionCounts: [Int32] = []
+  private var free: [Index] = []
+
+  /// Distinct addresses held (for tests).
+  var count: Int { indices.count }
+
+  /// A connection from `name` opened.
+  mutating func hold(_ name: String) -> Index {
+    let index: Index
+    if let known = indices[name] {
+      index = known
+    } else if let reused = free.popLast() {
+      index = reused
+      names[Int(index)] = name
+      indices[name] = index
+    } else {
+      index = Index(names.count)
+      names.append(name)
+      holders.append(0)
+      sessionCounts.append(0)
+      indices[name] = index
+    }
+    holders[Int(index)] += 1
+    return index
+  }
+
+  /// One more holder of an address already held.
+  mutating func retain(_ index: Index) { holders[Int(index)] += 1 }
+
+  mutating func release(_ index: Index) {
+    holders[Int(index)] -= 1
+    releaseIfUnused(index)
+  }
+
+  func sessions(of index: Index) -> Int { Int(sessionCounts[Int(index)]) }
+
+  mutating func addSession(_ index: Index) { sessionCounts[Int(index)] += 1 }
+
+  mutating func removeSession(_ index: Index) {
+    sessionCounts[Int(index)] -= 1
+    releaseIfUnused(index)
+  }
+
+  private mutating func releaseIfUnused(_ index: Index) {
+    guard holders[Int(index)] == 0, sessionCounts[Int(index)] == 0 else { return }
+    indices[names[Int(index)]] = nil
+    names[Int(index)] = ""
+    free.append(index)
+  }
+}

@@ -1,0 +1,69 @@
+import Testing
+
+@testable import CountdownCore
+
+/// Records that come from outside (a row, a Redis hash) are checked before use.
+@Suite struct RecordDamageTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  /// Every record the command rules produce is undamaged.
+  @Test func recordsFromTheRulesAreWhole() {
+    var record = SessionRecord()
+    #expect(record.damage == nil)
+    let commands: [SessionCommand] = [
+      .start(.seconds(90), finishedLabel: "Done"), .pause, .adjust(seconds: 30), .resume,
+      .adjust(seconds: -86_400), .start(.until(t0 + 2_592_000_000), finishedLabel: nil), .cancel,
+    ]
+    for command in commands {
+      guard case .success(let next) = record.applying(command, at: t0) else { continue }
+      #expect(next.damage == nil, "\(command)")
+      record = next
+    }
+  }
+
+  /// Each field at and past its edge is named as damage, never trusted.
+  @Test func edgesAreDamage() {
+    let running = SessionRecord(phase: .running, duration: 60, endsAt: t0, updatedAt: t0)
+    #expect(running.damage == nil)
+    var bad = running
+    bad.endsAt = .max
+    #expect(bad.damage != nil)
+    bad.endsAt = .min
+    #expect(bad.damage != nil)
+    bad.endsAt = nil
+    #expect(bad.damage != nil)
+    bad = running
+    bad.updatedAt = -1
+    #expect(bad.damage != nil)
+    bad = running
+    bad.duration = Int(Int32.max) + 1
+    #expect(bad.damage != nil)
+    bad.duration = -1
+    #expect(bad.damage != nil)
+    bad = running
+    bad.seq = SessionRecord.maxCounter + 1
+    #expect(bad.damage != nil)
+    bad = running
+    bad.finishedLabel = "a\u{0}b"
+    #expect(bad.damage != nil)
+    bad.finishedLabel = String(repeating: "x", count: 4096)
+    #expect(bad.damage != nil)
+    let paused = SessionRecord(phase: .paused, duration: 60, remainingMs: 0, updatedAt: t0)
+    #expect(paused.damage != nil)
+    var idle = SessionRecord(phase: .idle, updatedAt: t0)
+    #expect(idle.damage == nil)
+    idle.remainingMs = 5
+    #expect(idle.damage != nil)
+  }
+
+  /// Labels are text: control characters and DEL are refused, other scripts are not.
+  @Test func labelsAreText() {
+    #expect(SessionRecord.isValidFinishedLabel("倒計時結束"))
+    #expect(!SessionRecord.isValidFinishedLabel(""))
+    for code in [0, 0x1F, 0x7F, 0x0A] {
+      #expect(!SessionRecord.isValidFinishedLabel("x" + String(UnicodeScalar(UInt8(code)))))
+    }
+    #expect(SessionRecord.isValidFinishedLabel(String(repeating: "é", count: 64)))
+    #expect(!SessionRecord.isValidFinishedLabel(String(repeating: "é", count: 65)))
+  }
+}
