@@ -16,7 +16,7 @@ import {
   PRESET_MINUTES,
   SESSION_RE,
   addClockSample,
-  addressWithKey,
+  authMessage,
   adjustEnds,
   backoffDelay,
   bestOffset,
@@ -38,6 +38,10 @@ import {
   parseDuration,
   parseFinishText,
   parseKey,
+  parseKeyFragment,
+  keyAddresses,
+  keyStorageName,
+  roleDuringAuth,
   parseSession,
   parseUntil,
   pickLang,
@@ -89,6 +93,11 @@ const el = {
   shareController: document.getElementById("share-controller"),
   viewerQr: document.getElementById("viewer-qr"),
   controllerQr: document.getElementById("controller-qr"),
+  rotate: document.getElementById("rotate"),
+  rotateKey: document.getElementById("rotate-key"),
+  rotateConfirm: document.getElementById("rotate-confirm"),
+  rotateYes: document.getElementById("rotate-yes"),
+  rotateNo: document.getElementById("rotate-no"),
   label: document.getElementById("label"),
   labelWords: document.getElementById("label-words"),
   seconds: document.getElementById("seconds"),
@@ -122,11 +131,15 @@ const model = {
   message: null, // {text, kind: "error"|"info"} shown in #status instead of the connection text
   closedText: null, // why we stopped retrying, when conn is "closed"
   // Who may press Start (see controlOf in logic.js). The key is a secret: it
-  // goes into the WebSocket URL, the address bar and the Share area, and
-  // nowhere else (never the console).
-  role: null, // "open" | "controller" | "viewer"; null until the first snapshot
-  key: null, // the controller key this page holds: from ?key=, or handed out by the server
-  offered: null, // the key the current socket presented
+  // goes into the first WebSocket message, this tab's sessionStorage and the
+  // Share area's controller link, and nowhere else: never a URL the browser
+  // sends, the address bar once read, or the console.
+  role: null, // "open" | "controller" | "viewer" as shown; null until the first snapshot
+  snapshotRole: null, // the role the last snapshot gave, shown once no auth is pending
+  key: null, // the controller key this page holds: from #key= (or ?key=), storage, or the server
+  offered: null, // the key the current socket presented in its auth
+  authId: null, // the id of that auth while its answer is pending
+  rotate: null, // "New controller link": {id} once sent, {} while it asks
   // What "End for everyone?" would send, while it asks: {op, fields, opener,
   // id}; `id` is set once Yes sent it.
   confirm: null,
@@ -172,8 +185,7 @@ function connect() {
   const since = model.state && Number.isSafeInteger(model.seq) ? model.seq : null;
   let sock;
   try {
-    model.offered = model.key;
-    sock = new WebSocket(sessionUrl(location, model.session, since, model.key), SUBPROTOCOL);
+    sock = new WebSocket(sessionUrl(location, model.session, since), SUBPROTOCOL);
   } catch {
     scheduleReconnect();
     return;
@@ -184,6 +196,7 @@ function connect() {
   // Handlers check `ws === sock` so a socket we have given up on cannot touch the model.
   sock.addEventListener("open", () => {
     if (ws !== sock) return;
+    presentKey(sock);
     clearTimeout(snapshotTimer);
     snapshotTimer = setTimeout(() => {
       if (ws === sock && !snapshotted) dropSocket();
@@ -198,9 +211,72 @@ function connect() {
   // "error" is always followed by "close", which does the work.
 }
 
+/**
+ * The key goes in the connection's first message, not its URL. Until the
+ * answer, a "viewer" snapshot (the join's) does not change what is shown
+ * (roleDuringAuth), so a controller's page never flickers to "View only".
+ */
+function presentKey(sock) {
+  model.offered = model.key;
+  const id = nextId++;
+  const msg = authMessage(model.key, id);
+  model.authId = msg ? id : null;
+  if (!msg) return;
+  sock.send(msg);
+  const timer = setTimeout(() => {
+    if (!settle(id)) return;
+    authAnswered();
+    render();
+  }, PRESS_TIMEOUT_MS);
+  pending.set(id, { op: "auth", timer });
+}
+
+/** The auth was answered (or given up on): show the role the server gave. */
+function authAnswered() {
+  model.authId = null;
+  model.role = model.snapshotRole ?? model.role;
+}
+
+/** Keeps the key for this tab: a reload presents it again, the address bar never shows it. */
+function keepKey(key) {
+  model.key = key;
+  try {
+    sessionStorage.setItem(keyStorageName(model.session), key);
+  } catch {
+    // No storage: control lasts until a reload.
+  }
+}
+
+/**
+ * The key this page was opened with: a link's #key= (or an old link's
+ * ?key=, moved to the fragment at once), else the one this tab kept. The
+ * address bar then loses it (history.replaceState), so a projected window
+ * does not show it.
+ */
+function takeKey() {
+  const fromLink = parseKeyFragment(location.hash) ?? parseKey(location.search);
+  const { moved, clean } = keyAddresses(location.href);
+  try {
+    if (moved) history.replaceState(history.state, "", moved);
+    if (clean) history.replaceState(history.state, "", clean);
+  } catch {
+    // An address the browser will not take: the key stays visible, and works.
+  }
+  if (fromLink) {
+    keepKey(fromLink);
+    return;
+  }
+  try {
+    model.key = parseKey(new URLSearchParams({ key: sessionStorage.getItem(keyStorageName(model.session)) ?? "" }));
+  } catch {
+    model.key = null;
+  }
+}
+
 /** Forgets everything tied to the current socket: commands in flight, pings. */
 function forgetSocket() {
   ws = null;
+  model.authId = null; // the next socket presents the key again
   snapshotted = false;
   clearTimeout(snapshotTimer);
   clearTimeout(resyncTimer);
@@ -212,6 +288,7 @@ function forgetSocket() {
   for (const p of pending.values()) clearTimeout(p.timer);
   pending.clear();
   if (model.confirm?.id != null) model.confirm = null; // its answer cannot come now
+  if (model.rotate?.id != null) model.rotate = null;
 }
 
 /** Gives up on a socket that looks dead (no snapshot, no pong, offline) and retries. */
@@ -277,6 +354,8 @@ function onMessage(data) {
       break;
     case "ack":
       if (!settle(msg.id)) return;
+      if (msg.id === model.authId) authAnswered();
+      else if (msg.id === model.rotate?.id) rotated(msg);
       break;
     case "error": {
       // Replies to this page's own commands are shown, and so are errors
@@ -284,6 +363,12 @@ function onMessage(data) {
       // too_many_sessions just before a 1013 close). An id we no longer wait
       // for is not the user's business.
       if (msg.id != null && !settle(msg.id)) return;
+      if (msg.id != null && msg.id === model.authId) {
+        // The key was not accepted: the view-only note says so; not an error of a press.
+        authAnswered();
+        break;
+      }
+      if (msg.id != null && msg.id === model.rotate?.id) model.rotate = null;
       model.message = { kind: "error", text: errorText(msg, t) };
       break;
     }
@@ -336,18 +421,47 @@ function onState(msg, at) {
 /** Takes this connection's role (and the key, for a controller) from its snapshot. */
 function applyControl(snapshot) {
   const { role, key } = controlOf(snapshot);
-  model.role = role;
-  if (role !== "controller" || !key) return;
-  model.key = key;
-  // The first joiner got a key it did not ask for (or a forgotten session was
-  // begun anew with a new one): put it in the address so a reload keeps control.
-  const address = addressWithKey(location.href, key);
-  if (!address) return;
-  try {
-    history.replaceState(history.state, "", address);
-  } catch {
-    // An address the browser will not take: control lasts until a reload.
+  model.snapshotRole = role;
+  model.role = roleDuringAuth(model.role, role, model.authId !== null);
+  // The first joiner gets a key it did not ask for (or a forgotten session
+  // is begun anew with a new one): keep it so a reload keeps control.
+  if (role === "controller" && key && key !== model.key) keepKey(key);
+}
+
+// ---- "New controller link" (rotate_key) ---------------------------------------
+// Cuts off everyone else who holds the controller link, so it asks first,
+// with No focused, like ending a run.
+
+function askToRotate() {
+  model.rotate = {};
+  render();
+  el.rotateNo.focus();
+}
+
+function onRotateYes() {
+  if (!model.rotate || model.rotate.id != null) return;
+  const id = send("rotate_key");
+  model.rotate = id === null ? null : { id };
+  render();
+}
+
+function closeRotate() {
+  model.rotate = null;
+  render();
+  el.rotateKey.focus();
+}
+
+function rotated(ack) {
+  const focusWasIn = el.rotate.contains(document.activeElement);
+  model.rotate = null;
+  if (typeof ack.key === "string" && parseKey(new URLSearchParams({ key: ack.key }))) {
+    keepKey(ack.key);
+    model.offered = ack.key; // this connection holds the new key now
+    el.shareStatus.textContent = "";
+    setText(el.shareStatus, t.newKeyDone);
   }
+  render();
+  if (focusWasIn) el.rotateKey.focus();
 }
 
 function setAnchor(at, sentAt) {
@@ -791,6 +905,11 @@ function renderControl(v) {
   for (const [input, value] of [[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]) {
     if (input.value !== (value ?? "")) input.value = value ?? "";
   }
+  el.rotate.hidden = !view.controllerLink;
+  el.rotateKey.hidden = Boolean(model.rotate);
+  el.rotateConfirm.hidden = !model.rotate;
+  setInert(el.rotateYes, model.rotate?.id != null || model.conn !== "live");
+  setInert(el.rotateNo, model.rotate?.id != null);
   // QR codes are fetched only once someone opens what shows them.
   showQr(el.viewerQr, el.share.open ? links.viewer : null);
   showQr(el.controllerQr, el.share.open && el.shareController.open ? links.controller : null);
@@ -841,6 +960,12 @@ function main() {
   onPress(el.plus, () => onAdjust(ADJUST_STEP, el.plus));
   onPress(el.confirmYes, onConfirmYes);
   onPress(el.confirmNo, () => closeConfirm(true));
+  onPress(el.rotateKey, askToRotate);
+  onPress(el.rotateYes, onRotateYes);
+  onPress(el.rotateNo, closeRotate);
+  el.rotateConfirm.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && model.rotate?.id == null) closeRotate();
+  });
   el.confirm.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && model.confirm?.id === null) closeConfirm(true);
   });
@@ -894,6 +1019,20 @@ function main() {
     if (model.conn === "live") startPings(3); // the machine may have slept: re-measure
   });
   window.addEventListener("online", reconnectNow);
+  // A controller link pasted into a tab already on this session changes only
+  // the fragment, which reloads nothing: take its key and present it anew.
+  window.addEventListener("hashchange", () => {
+    if (!parseKeyFragment(location.hash)) return;
+    takeKey();
+    const sock = ws;
+    forgetSocket();
+    try {
+      sock?.close(1000, "new key");
+    } catch {
+      // already closing
+    }
+    connect();
+  });
   // The socket may take minutes to notice a dead network; the browser knows now.
   window.addEventListener("offline", () => {
     if (ws) dropSocket();
@@ -909,7 +1048,7 @@ function main() {
     return;
   }
   model.session = parsed.session;
-  model.key = parseKey(location.search);
+  takeKey();
   recall();
   render();
   connect();

@@ -41,18 +41,20 @@ export function parseSession(search) {
 /**
  * ws:// or wss:// URL of a session on the page's own host. With `since` (the
  * last seq this page applied) the server may resume; today it always answers
- * with a fresh snapshot, which the page handles the same way. With `key` (a
- * controller key, see parseKey) a `--control key` server lets this connection
- * start and cancel.
+ * with a fresh snapshot, which the page handles the same way. It never
+ * carries a controller key: that goes in the first message (authMessage), so
+ * it stays out of proxy logs and the browser's own console lines.
  */
-export function sessionUrl(location, session, since = null, key = null) {
+export function sessionUrl(location, session, since = null) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   // The id is already restricted to URL-safe characters; encoding is belt and braces.
   const base = `${scheme}//${location.host}/ws/${encodeURIComponent(session)}`;
-  const args = [];
-  if (isKey(key)) args.push(`key=${encodeURIComponent(key)}`);
-  if (Number.isSafeInteger(since) && since >= 0) args.push(`since=${since}`);
-  return args.length ? `${base}?${args.join("&")}` : base;
+  return Number.isSafeInteger(since) && since >= 0 ? `${base}?since=${since}` : base;
+}
+
+/** The first message of a connection that holds a controller key: `auth`. */
+export function authMessage(key, id) {
+  return isKey(key) ? JSON.stringify({ op: "auth", key, id }) : null;
 }
 
 // ---- Who may press Start (`--control key`) -------------------------------------
@@ -68,11 +70,60 @@ function isKey(v) {
   return typeof v === "string" && KEY_RE.test(v);
 }
 
-/** The controller key in a query string ("?session=a&key=…"), or null. */
+/** The controller key in a query string ("?session=a&key=…", old links), or null. */
 export function parseKey(search) {
   const params = search instanceof URLSearchParams ? search : new URLSearchParams(search ?? "");
   const raw = params.get("key");
   return isKey(raw) ? raw : null;
+}
+
+/** The controller key in a fragment ("#key=…"), where links carry it now, or null. */
+export function parseKeyFragment(hash) {
+  return parseKey(String(hash ?? "").replace(/^#/, ""));
+}
+
+/**
+ * Where the page's address keeps a key it was opened with, step by step:
+ * `moved` is the address with a `?key=` (an old link) moved into the
+ * fragment, and `clean` the address with no key at all, query or fragment,
+ * which is what the address bar shows once the key is in sessionStorage.
+ * Both are path+query+fragment, for history.replaceState; null when there is
+ * nothing to change.
+ */
+export function keyAddresses(href) {
+  const u = new URL(href);
+  const fromQuery = parseKey(u.search);
+  const fragment = new URLSearchParams(u.hash.replace(/^#/, ""));
+  const rel = (x) => `${x.pathname}${x.search}${x.hash}`;
+  let moved = null;
+  if (u.searchParams.has("key")) {
+    u.searchParams.delete("key");
+    if (fromQuery && !fragment.has("key")) fragment.set("key", fromQuery);
+    u.hash = fragment.toString();
+    moved = rel(u);
+  }
+  if (!fragment.has("key")) return { moved, clean: moved };
+  fragment.delete("key");
+  u.hash = fragment.toString();
+  return { moved, clean: rel(u) };
+}
+
+/** The sessionStorage key under which a tab keeps a session's controller key. */
+export function keyStorageName(session) {
+  return `countdown.key.${session}`;
+}
+
+/**
+ * The role to show after a snapshot, while this page may have an `auth` in
+ * flight. A snapshot that says "viewer" before the auth's answer is the
+ * join's, not the key's verdict: showing it would flash the view-only page
+ * at a controller on every connect. So until the answer, the role shown
+ * stays what it was (null on a first connect: the controls as before any
+ * snapshot); a "controller" snapshot is taken at once.
+ */
+export function roleDuringAuth(shown, snapshotRole, authPending) {
+  if (!authPending || snapshotRole === "controller") return snapshotRole;
+  return shown;
 }
 
 /**
@@ -118,29 +169,15 @@ export function controlView(role, key = null, offered = null) {
 /**
  * The two links the Share area offers, on the page's own origin and path:
  * a viewer link (?session=…) and, given a key, a controller link
- * (?session=…&key=…) for co-hosts. No ?lang=: each visitor gets their own.
+ * (?session=…#key=…) for co-hosts. The key is in the fragment, which a
+ * browser never sends to a server, so no proxy logs it. No ?lang=: each
+ * visitor gets their own.
  */
 export function shareLinks(location, session, key = null) {
-  const make = (withKey) => {
-    const u = new URL(location.pathname || "/", location.origin);
-    u.searchParams.set("session", session);
-    if (withKey) u.searchParams.set("key", key);
-    return u.href;
-  };
-  return { viewer: make(false), controller: isKey(key) ? make(true) : null };
-}
-
-/**
- * The address to put in the address bar (history.replaceState) so that a
- * reload keeps control: `href` with ?key= set to `key`, everything else kept.
- * Null when nothing needs to change, or for a key that is not one.
- */
-export function addressWithKey(href, key) {
-  if (!isKey(key)) return null;
-  const u = new URL(href);
-  if (u.searchParams.get("key") === key) return null;
-  u.searchParams.set("key", key);
-  return `${u.pathname}${u.search}${u.hash}`;
+  const u = new URL(location.pathname || "/", location.origin);
+  u.searchParams.set("session", session);
+  const viewer = u.href;
+  return { viewer, controller: isKey(key) ? `${viewer}#key=${encodeURIComponent(key)}` : null };
 }
 
 function isPlainObject(v) {
