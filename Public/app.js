@@ -133,7 +133,7 @@ const model = {
   // Who may press Start (see controlOf in logic.js). The key is a secret: it
   // goes into the first WebSocket message, this tab's sessionStorage and the
   // Share area's controller link, and nowhere else: never a URL the browser
-  // sends, the address bar once read, or the console.
+  // sends, the address bar once read, or any log.
   role: null, // "open" | "controller" | "viewer" as shown; null until the first snapshot
   snapshotRole: null, // the role the last snapshot gave, shown once no auth is pending
   key: null, // the controller key this page holds: from #key= (or ?key=), storage, or the server
