@@ -199,6 +199,48 @@ def test_keyboard_start_pause_resume_and_repeats(server, pool, session_id):
         obs.close()
 
 
+# 1b --------------------------------------------------------------------------------------
+def test_the_issues_keyboard_trap_is_gone(browser_tools, pool, session_id):
+    """The issue's trap, replayed with the server frozen (SIGSTOP) so the pause's
+    answer is pending: Enter starts, Space pauses, and while the answer is pending the
+    focus stays on Pause (aria-disabled, not disabled) and further Spaces send nothing;
+    once the server answers, the focus is on Resume, and one more Space resumes. The
+    run is never cancelled."""
+    import signal
+
+    srv = start_server()
+    d = pool(0)
+    obs = None
+    try:
+        pk.open_page(d, srv, session_id)
+        obs = pk.Observer(srv.ws_url(session_id))
+        type_duration(d, "5m")
+        from selenium.webdriver.common.keys import Keys
+
+        keys(d, Keys.ENTER)
+        obs.wait_for(lambda s: s["phase"] == "running", 3, "running")
+        wait_focus(d, "pause", "after Start")
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            keys(d, " ")
+            pk.wait(d, 2, lambda d: d.execute_script(
+                "return document.getElementById('pause').getAttribute('aria-disabled')") == "true",
+                "Pause waiting for its answer")
+            keys(d, " ", " ")
+            assert focused(d) == "pause", f"the focus moved while the press was pending: {focused(d)}"
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+        obs.wait_for(lambda s: s["phase"] == "paused", 3, "paused once the server answers")
+        wait_focus(d, "start", "Resume once it can be pressed")
+        keys(d, " ")
+        obs.wait_for(lambda s: s["phase"] == "running", 3, "resumed by the next Space")
+        assert obs.phases == ["idle", "running", "paused", "running"], obs.phases
+    finally:
+        if obs:
+            obs.close()
+        srv.stop_and_check()
+
+
 # 2 ---------------------------------------------------------------------------------------
 def test_cancel_only_through_the_confirmation(server, pool, session_id):
     """Cancel asks "End for everyone?" in the run controls' place, as an alertdialog
