@@ -291,15 +291,20 @@ function forgetSocket() {
   if (model.rotate?.id != null) model.rotate = null;
 }
 
-/** Gives up on a socket that looks dead (no snapshot, no pong, offline) and retries. */
-function dropSocket() {
+/** Lets go of the current socket, closing it with `code` and `reason`. */
+function closeSocket(code, reason) {
   const sock = ws;
   forgetSocket();
   try {
-    sock?.close(4000, "client gave up");
+    sock?.close(code, reason);
   } catch {
     // already closing
   }
+}
+
+/** Gives up on a socket that looks dead (no snapshot, no pong, offline) and retries. */
+function dropSocket() {
+  closeSocket(4000, "client gave up");
   scheduleReconnect();
 }
 
@@ -1024,13 +1029,7 @@ function main() {
   window.addEventListener("hashchange", () => {
     if (!parseKeyFragment(location.hash)) return;
     takeKey();
-    const sock = ws;
-    forgetSocket();
-    try {
-      sock?.close(1000, "new key");
-    } catch {
-      // already closing
-    }
+    closeSocket(1000, "new key");
     connect();
   });
   // The socket may take minutes to notice a dead network; the browser knows now.
