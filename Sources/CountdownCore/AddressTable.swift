@@ -12,6 +12,8 @@ struct AddressTable {
   /// plus starts in flight).
   private var holders: [Int32] = []
   private var sessionCounts: [Int32] = []
+  /// Per index (key mode): sessions created from the address and not yet forgotten.
+  private var createdCounts: [Int32] = []
   private var free: [Index] = []
 
   /// Distinct addresses held (for tests).
@@ -31,6 +33,7 @@ struct AddressTable {
       names.append(name)
       holders.append(0)
       sessionCounts.append(0)
+      createdCounts.append(0)
       indices[name] = index
     }
     holders[Int(index)] += 1
@@ -54,8 +57,18 @@ struct AddressTable {
     releaseIfUnused(index)
   }
 
+  func created(by index: Index) -> Int { Int(createdCounts[Int(index)]) }
+
+  mutating func addCreated(_ index: Index) { createdCounts[Int(index)] += 1 }
+
+  mutating func removeCreated(_ index: Index) {
+    createdCounts[Int(index)] -= 1
+    releaseIfUnused(index)
+  }
+
   private mutating func releaseIfUnused(_ index: Index) {
-    guard holders[Int(index)] == 0, sessionCounts[Int(index)] == 0 else { return }
+    guard holders[Int(index)] == 0, sessionCounts[Int(index)] == 0, createdCounts[Int(index)] == 0
+    else { return }
     indices[names[Int(index)]] = nil
     names[Int(index)] = ""
     free.append(index)

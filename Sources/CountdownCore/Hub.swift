@@ -169,6 +169,10 @@ public final class Hub {
   /// By session handle, for running or paused sessions started here: the
   /// address it counts against.
   var startedFrom: [SessionHandle: AddressTable.Index] = [:]
+  /// By session handle, in key mode, for sessions created here by a client:
+  /// the address that created it. A keyed session is kept a day for its
+  /// host, so what one address may create is capped too.
+  var createdFrom: [SessionHandle: AddressTable.Index] = [:]
   /// Bytes of replies waiting, for connections with any.
   var pendingReplyBytes: [ConnectionID: Int] = [:]
   /// By session handle, for sessions with a lagging viewer.
@@ -200,7 +204,9 @@ public final class Hub {
     self.config = config
     self.epoch = epoch
     self.sequencer = sequencer
-    self.sessionConfig = SessionConfig.Shared(config.session)
+    var session = config.session
+    session.keepsControl = config.control == .key
+    self.sessionConfig = SessionConfig.Shared(session)
     sessions = Slab(
       vacant: Session(id: "", machine: SessionStateMachine(config: sessionConfig, now: 0)))
   }
@@ -254,6 +260,7 @@ public final class Hub {
   ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
+    let address = addresses.hold(peer)
     if let existing = sessionIndex[id] {
       handle = existing
       // A viewer may come from another instance whose seq ran ahead between
@@ -262,7 +269,12 @@ public final class Hub {
         movingSeq(handle) { $0.skipSeq(pastPatchesSince: record, now: now) }
       }
     } else {
-      guard sessions.count < config.maxSessions else { return .refused(.tooManySessions) }
+      guard sessions.count < config.maxSessions,
+        config.control == .open || addresses.created(by: address) < config.maxSessionsPerAddress
+      else {
+        addresses.release(address)
+        return .refused(.tooManySessions)
+      }
       var keyHash: KeyHash?
       if config.control == .key {
         let key = ControllerKey.generate().hex
@@ -271,6 +283,10 @@ public final class Hub {
       }
       let machine = SessionStateMachine(config: sessionConfig, now: now)
       handle = insertSession(id, machine: machine, keyHash: keyHash)
+      if config.control == .key {
+        createdFrom[handle] = address
+        addresses.addCreated(address)
+      }
       let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
       sessions[handle].loading = load == .loading
     }
@@ -310,7 +326,7 @@ public final class Hub {
       connectionAddresses.append(
         contentsOf: repeatElement(0, count: Int(id) - connectionAddresses.count + 1))
     }
-    connectionAddresses[Int(id)] = addresses.hold(peer)
+    connectionAddresses[Int(id)] = address
     sessions[handle].viewers.append(id)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
@@ -649,7 +665,8 @@ public final class Hub {
         finish(
           pending, .rejected(.tooManySessions),
           message:
-            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now)
+            "one address may run at most \(config.maxSessionsPerAddress) sessions at once", now: now
+        )
         return
       }
       addresses.addSession(pending.address)
@@ -726,7 +743,7 @@ public final class Hub {
     case .badJSON: "the message is not valid JSON"
     case .forbidden: "only a controller of this session may do that"
     case .rateLimited: "too many commands"
-    case .tooManySessions: "the server has as many sessions as it allows"
+    case .tooManySessions: "the server, or this address, has as many sessions as it allows"
     case .unavailable: "the server cannot store commands right now; try again"
     }
   }
@@ -820,6 +837,7 @@ public final class Hub {
     let session = sessions[handle]
     guard session.viewers.isEmpty, !session.holdsCommands else { return false }
     releaseAddressPlace(handle)
+    if let address = createdFrom.removeValue(forKey: handle) { addresses.removeCreated(address) }
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)

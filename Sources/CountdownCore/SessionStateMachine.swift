@@ -12,6 +12,10 @@ public struct SessionConfig: Equatable, Sendable {
   public var idleExpiryMs: Int64
   /// A paused session with no viewers is kept this long: someone means to resume it.
   public var pausedExpiryMs: Int64
+  /// Key mode: a session's controller may come back, so its key must not go
+  /// to the next visitor. Never forgotten while running or paused; idle or
+  /// finished, kept at least `pausedExpiryMs` after its last viewer left.
+  public var keepsControl: Bool
 
   public static let secondsRange = SessionRecord.secondsRange
   public static let maxFinishedLabelLength = 64
@@ -23,7 +27,7 @@ public struct SessionConfig: Equatable, Sendable {
   public init(
     defaultSeconds: Int = 5, idleLabel: String = "Ready",
     finishedLabel: String = "Countdown finished", viewerPatchIntervalMs: Int64 = 250,
-    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000
+    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000, keepsControl: Bool = false
   ) {
     self.defaultSeconds = defaultSeconds
     self.idleLabel = idleLabel
@@ -31,6 +35,7 @@ public struct SessionConfig: Equatable, Sendable {
     self.viewerPatchIntervalMs = viewerPatchIntervalMs
     self.idleExpiryMs = idleExpiryMs
     self.pausedExpiryMs = pausedExpiryMs
+    self.keepsControl = keepsControl
   }
 
   /// One immutable copy that every state machine of a hub points at, so a
@@ -306,10 +311,15 @@ public struct SessionStateMachine: Sendable {
   /// When a session nobody watches may be forgotten, if it may.
   private var expiresAt: Int64? {
     guard liveViewers == 0 else { return nil }
+    let settings = config.value
     switch state {
     case .running: return nil
-    case .paused: return quietSince + config.value.pausedExpiryMs
-    case .idle, .finished: return quietSince + config.value.idleExpiryMs
+    case .paused: return settings.keepsControl ? nil : quietSince + settings.pausedExpiryMs
+    case .idle, .finished:
+      let kept =
+        settings.keepsControl
+        ? max(settings.idleExpiryMs, settings.pausedExpiryMs) : settings.idleExpiryMs
+      return quietSince + kept
     }
   }
 

@@ -47,7 +47,8 @@ extension CountdownServer {
     let peerID = peerCounts.add(peer)
     network.accepted += 1
     switch hub.connect(
-      session: session, key: key, since: since, peer: peer, now: clock.nowMilliseconds()) {
+      session: session, key: key, since: since, peer: peer, now: clock.nowMilliseconds())
+    {
     case .refused(let code):
       network.refuse(.sessionCap)
       Logger.shared.info(
@@ -110,7 +111,7 @@ extension CountdownServer {
     if stopping { return .close(code: .goingAway, reason: "server shutting down") }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
-    // tick; the hub's backlog is finite (one merged patch, 64 replies).
+    // tick; the hub's backlog is finite (one merged patch, 16 KiB of replies).
     if let frame = hub.nextFrame(for: id, now: now) {
       guard write(frame, to: wsi, binary: false) else { return .fail }
     } else if sockets[Int(id)].pingDue {

@@ -515,10 +515,106 @@ final class RecordingStore: SessionStore {
     #expect(hub.pendingReplyBytes[silent] == nil)
     // Once read, the connection is answered again, and others never were limited.
     hub.receive(message(#"{"op":"pause","id":"after"}"#), from: silent, now: t0 + 1)
-    #expect(hub.nextFrame(for: silent, now: t0 + 1).map { String(decoding: $0, as: UTF8.self) }?
-      .contains(#""id":"after""#) == true)
+    #expect(
+      hub.nextFrame(for: silent, now: t0 + 1).map { String(decoding: $0, as: UTF8.self) }?
+        .contains(#""id":"after""#) == true)
     hub.receive(message(#"{"op":"pause","id":"r"}"#), from: reader.id, now: t0 + 1)
     reader.read(from: hub, now: t0 + 1)
     #expect(reader.last("error")?["id"] as? String == "r")
   }
 }
+
+/// A keyed session stays with its host while the host may come back.
+@Suite struct KeptControlTests {
+  let t0: Int64 = 1_700_000_000_000
+  let day: Int64 = 86_400_000
+
+  func run(_ hub: Hub, until end: Int64) {
+    while let due = hub.nextWakeup, due <= end { hub.advance(now: due) }
+  }
+
+  /// Key mode: an idle session its host left is kept 24 h, not `--forget-after`: a visitor meanwhile is a viewer and the host's key still controls; after, the id is new.
+  @Test func idleKeyedSessionIsKeptADay() throws {
+    let sequencer = HeldSequencer()
+    let hub = Hub(
+      config: HubConfig(session: SessionConfig(idleExpiryMs: 1000), control: .key),
+      sequencer: sequencer)
+    var host = FakeViewer(id: hub.join("s", now: t0))
+    host.read(from: hub, now: t0)
+    let key = try #require(host.messages.first?["key"] as? String)
+    hub.disconnect(host.id, now: t0)
+    run(hub, until: t0 + day - 1)
+    #expect(sequencer.forgotten.isEmpty)
+    var visitor = FakeViewer(id: hub.join("s", now: t0 + day - 1))
+    visitor.read(from: hub, now: t0 + day - 1)
+    #expect(visitor.messages.first?["role"] as? String == "viewer")
+    #expect(visitor.messages.first?["key"] == nil)
+    var back = FakeViewer(id: hub.join("s", key: key, now: t0 + day - 1))
+    back.read(from: hub, now: t0 + day - 1)
+    #expect(back.messages.first?["role"] as? String == "controller")
+    hub.disconnect(visitor.id, now: t0 + day)
+    hub.disconnect(back.id, now: t0 + day)
+    // The day counts from the last viewer's leaving.
+    run(hub, until: t0 + 2 * day - 1)
+    #expect(hub.state(of: "s") != nil)
+    run(hub, until: t0 + 2 * day)
+    #expect(sequencer.forgotten == ["s"])
+    var next = FakeViewer(id: hub.join("s", key: key, now: t0 + 2 * day))
+    next.read(from: hub, now: t0 + 2 * day)
+    #expect(next.messages.first?["role"] as? String == "controller")
+    #expect(next.messages.first?["key"] as? String != key)
+  }
+
+  /// Key mode: a running or paused session is never forgotten; in open mode a paused one goes after 24 h, an idle one after `--forget-after`.
+  @Test func keyedRunsAreNeverForgotten() throws {
+    for control in [ControlMode.key, .open] {
+      let hub = Hub(config: HubConfig(session: SessionConfig(idleExpiryMs: 1000), control: control))
+      for session in ["paused", "running", "idle"] {
+        var viewer = FakeViewer(id: hub.join(session, now: t0))
+        if session != "idle" {
+          hub.receive(Array(#"{"op":"start","seconds":86400}"#.utf8), from: viewer.id, now: t0)
+        }
+        if session == "paused" {
+          hub.receive(Array(#"{"op":"pause"}"#.utf8), from: viewer.id, now: t0 + 1)
+        }
+        viewer.read(from: hub, now: t0 + 1)
+        hub.disconnect(viewer.id, now: t0 + 1)
+      }
+      run(hub, until: t0 + day / 2)
+      #expect(hub.state(of: "running")?.state.phase == .running, "\(control)")
+      #expect(hub.state(of: "paused")?.state.phase == .paused, "\(control)")
+      #expect((hub.state(of: "idle") != nil) == (control == .key), "\(control)")
+      // The run finished at one day, and is then kept as an idle one is.
+      run(hub, until: t0 + day + day / 2)
+      #expect((hub.state(of: "running") != nil) == (control == .key), "\(control)")
+      run(hub, until: t0 + 3 * day)
+      #expect(hub.state(of: "running") == nil, "\(control)")
+      #expect((hub.state(of: "paused") != nil) == (control == .key), "\(control)")
+    }
+  }
+
+  /// Key mode: since a keyed session is kept a day, the sessions one address creates are capped too; joining existing ones is not.
+  @Test func sessionsCreatedPerAddressAreCapped() {
+    let hub = Hub(config: HubConfig(maxSessionsPerAddress: 2, control: .key))
+    let a = "198.51.100.10"
+    for session in ["a0", "a1"] {
+      hub.disconnect(hub.join(session, peer: a, now: t0), now: t0)
+    }
+    #expect(hub.connect(session: "a2", peer: a, now: t0) == .refused(.tooManySessions))
+    #expect(hub.state(of: "a2") == nil)
+    let other = hub.join("b0", peer: "198.51.100.11", now: t0)
+    let joiner = hub.join("a0", peer: a, now: t0)
+    #expect(other >= 0 && joiner >= 0)
+    hub.disconnect(joiner, now: t0)
+    run(hub, until: t0 + day)
+    #expect(hub.state(of: "a0") == nil)
+    #expect(hub.join("a2", peer: a, now: t0 + day) >= 0)
+
+    let open = Hub(config: HubConfig(maxSessionsPerAddress: 1))
+    for session in ["o0", "o1", "o2"] {
+      open.disconnect(open.join(session, peer: a, now: t0), now: t0)
+    }
+    #expect(open.sessionCount == 3)
+  }
+}
+

@@ -98,8 +98,9 @@ struct Viewer {
   var seq: Int64 = 0
 
   init(_ hub: Hub, _ session: String, key: String? = nil, since: UInt64? = nil) {
-    guard case .joined(let id) = hub.connect(
-      session: session, key: key, since: since, peer: "192.0.2.1", now: now())
+    guard
+      case .joined(let id) = hub.connect(
+        session: session, key: key, since: since, peer: "192.0.2.1", now: now())
     else {
       Issue.record("join refused")
       self.id = -1

@@ -105,7 +105,9 @@ func benchHub(_ n: Int, seconds: Int) -> Result {
   var hub: Hub? = Hub(config: HubConfig(maxSessions: 2 * n + 10))
   for index in 0..<n {
     let now = base + Int64(index) * 1000 / Int64(n)
-    guard case .joined(let id) = hub!.connect(session: "bench-\(index)", peer: "192.0.2.1", now: now) else {
+    guard
+      case .joined(let id) = hub!.connect(session: "bench-\(index)", peer: "192.0.2.1", now: now)
+    else {
       fatalError("join refused at \(index)")
     }
     hub!.receive(start, from: id, now: now)

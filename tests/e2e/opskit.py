@@ -1,5 +1,5 @@
 """Helpers for the operating tests: scrape /metrics with prometheus_client's own
-parser, and read the server's JSON log lines from its stderr."""
+parser, read the server's JSON log lines from its stderr, and its memory from /proc."""
 
 from __future__ import annotations
 
@@ -80,3 +80,12 @@ def wait_log(server, pred, timeout: float = 5.0, what: str = "") -> dict:
 def wait_event(server, event: str, timeout: float = 5.0, **fields) -> dict:
     return wait_log(server, lambda l: l["event"] == event and all(l.get(k) == v for k, v in fields.items()),
                     timeout, f"{event} {fields}")
+
+
+def rss_kb(pid: int) -> int:
+    """The process's resident set size in KiB (VmRSS in /proc/<pid>/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")

@@ -42,6 +42,7 @@ from cdclient import (
     run_async,
     settle,
 )
+from opskit import rss_kb
 from rawws import OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, RawWS, apply_mask, encode_frame
 from serverproc import REPO_ROOT, start_server
 
@@ -67,14 +68,6 @@ def sid() -> str:
 
 
 # -- /proc ------------------------------------------------------------------------------------
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -346,7 +339,7 @@ async def _run_storm(srv, countdown: int, pump_seconds: float, slow_readers: int
     sampler = asyncio.create_task(sample())
     await hot.pump(pump_seconds, HOT_RATE)
     # Every command makes one patch. (Acks are not counted: a pipelining client may have
-    # more than the 64 replies the server queues per connection, and the rest are dropped.)
+    # more than the 16 KiB of replies the server queues per connection, and the rest are dropped.)
     await until(lambda: hot.seq >= pre_seq + hot.sent, 15, "the hot session to publish every command")
     sampler.cancel()
     samples.append(rss_kb(pid))

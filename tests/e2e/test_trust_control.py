@@ -14,21 +14,13 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 
 from cdclient import SUBPROTOCOL, Client, run_async
-from opskit import scrape, value
+from opskit import rss_kb, scrape, value
 from rawws import RawWS
 from serverproc import start_server
 
 
 def sid() -> str:
     return "c" + uuid.uuid4().hex
-
-
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 async def connect_from(source: str, url: str, host: str, port: int):
@@ -185,4 +177,65 @@ async def test_non_reading_clients_cost_little_memory():
     finally:
         for ws in clients:
             ws.close()
+        srv.stop_and_check()
+
+
+# -- control stays with its owner -----------------------------------------------------------
+FORGET_AFTER_S = 1
+
+
+@run_async
+async def test_host_keeps_control_past_forget_after():
+    """--control key --forget-after 1: the host opens a session and leaves; a visitor who
+    comes after the forget time is a viewer, and the host's link still controls."""
+    srv = start_server("--control", "key", "--forget-after", str(FORGET_AFTER_S))
+    try:
+        session = sid()
+        host = await Client.connect(srv.ws_url(session))
+        key = host.snapshot["key"]
+        await host.close()
+        # No event marks a session *not* forgotten: wait out the forget time (and its
+        # once-a-second sweep) with margin.
+        await asyncio.sleep(FORGET_AFTER_S + 1.5)
+        samples = scrape(srv.host, srv.port)
+        assert value(samples, "countdown_sessions_forgotten_total") == 0
+        visitor = await Client.connect(srv.ws_url(session))
+        assert visitor.snapshot["role"] == "viewer" and "key" not in visitor.snapshot
+        await visitor.expect_error({"op": "start", "id": 1}, "forbidden", id=1)
+        back = await Client.connect(srv.ws_url(session) + f"?key={key}")
+        assert back.snapshot["role"] == "controller" and back.snapshot["key"] == key
+        await back.command({"op": "start", "seconds": 60, "id": 2})
+        await visitor.wait_phase("running")
+        await visitor.close()
+        await back.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_restart_keeps_the_key(tmp_path):
+    """--control key with a database file: after a restart the host's key still controls
+    and a visitor is a viewer, since SQLite restores the key's hash."""
+    data = str(tmp_path / "countdown.db")
+    srv = start_server("--control", "key", "--data", data)
+    session = sid()
+    try:
+        host = await Client.connect(srv.ws_url(session))
+        key = host.snapshot["key"]
+        await host.close()
+    finally:
+        srv.stop_and_check()
+    srv = start_server("--control", "key", "--data", data)
+    try:
+        visitor = await Client.connect(srv.ws_url(session))
+        assert visitor.snapshot["role"] == "viewer"
+        back = await Client.connect(srv.ws_url(session))
+        await back.send({"op": "auth", "key": key, "id": 1})
+        snap = await back.until(lambda m: m["type"] == "snapshot", what="the controller's snapshot")
+        assert snap["role"] == "controller" and snap["key"] == key
+        await back.reply()
+        await back.command({"op": "start", "seconds": 60, "id": 2})
+        await visitor.close()
+        await back.close()
+    finally:
         srv.stop_and_check()
