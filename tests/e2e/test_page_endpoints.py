@@ -87,11 +87,14 @@ def test_qr_svg_refuses_what_it_cannot_take(server, text, why):
     assert "default-src 'none'" in headers.get("content-security-policy", ""), headers
 
 
-def test_qr_svg_nul_is_refused(server):
-    """A NUL in the text (%00) never reaches the encoder: lws drops the request (or a
-    400), and the server goes on serving."""
-    status, raw = raw_http(server.host, server.port, "/qr.svg?text=a%00b")
-    assert status in (None, 400), (status, raw[:200])
+@pytest.mark.parametrize("target", ["/qr.svg?text=a%00b", "/qr.svg?text=%00", "/qr.svg?text=" + "a" * 4096,
+                                    "/qr.svg?text=" + "%41" * 2000])
+def test_qr_svg_nul_and_4kb_are_refused(server, target):
+    """A NUL in the text (%00), or a request line past lws's 4 KiB of headers, never
+    reaches the encoder: lws drops the request (or a 400), and the server goes on
+    serving."""
+    status, raw = raw_http(server.host, server.port, target)
+    assert status in (None, 400, 431), (status, raw[:200])
     assert qr_get(server, "still here")[0] == 200
 
 
