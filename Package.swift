@@ -58,6 +58,7 @@ let package = Package(
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
+    .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
     .testTarget(name: "RedisClusterTests", dependencies: ["RedisCluster", "CountdownCore"]),
     // A real server on a real loop, driven from other threads.
     .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),
