@@ -930,8 +930,10 @@ function renderControl(v) {
 }
 
 function showQr(img, link) {
-  img.hidden = !link;
-  if (!link) return;
+  // A link longer than the server draws (a very long host name) gets no code, not a broken image.
+  const drawable = Boolean(link) && new TextEncoder().encode(link).length <= CONTRACT.qrTextMaxBytes;
+  img.hidden = !drawable;
+  if (!drawable) return;
   const src = `qr.svg?text=${encodeURIComponent(link)}`;
   if (img.getAttribute("src") !== src) img.setAttribute("src", src);
 }

@@ -47,6 +47,8 @@ public final class CountdownServer {
   var closeCodes: [OpaquePointer: String] = [:]
   /// Public/404.html, read when the server starts: the body of every 404.
   var notFoundPage: [UInt8]?
+  /// The last QR codes drawn for /qr.svg.
+  var qrCodes = QRCodeAnswers()
   /// Bodies of HTTP answers waiting for their connection to be writable.
   var httpBodies: [OpaquePointer: [UInt8]] = [:]
   /// The bound port of the `--metrics-port` listener.

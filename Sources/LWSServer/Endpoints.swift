@@ -20,7 +20,7 @@ extension CountdownServer {
   func answer(_ path: String, argument: (String) -> String? = { _ in nil }) -> HTTPAnswer? {
     switch path {
     case "/qr.svg":
-      return Self.qrAnswer(argument("text"))
+      return qrCodes.answer(argument("text"))
     case "/healthz":
       return HTTPAnswer(status: 200, type: "application/json", body: Self.healthBody)
     case "/readyz":
@@ -37,18 +37,6 @@ extension CountdownServer {
     default:
       return nil
     }
-  }
-
-  /// The Share panel's QR code for `text` (the page's own link). The image
-  /// depends on the text alone, so browsers and proxies may keep it.
-  static func qrAnswer(_ text: String?) -> HTTPAnswer {
-    guard let text, let svg = QRCode.svg(for: Array(text.utf8)) else {
-      let body = "400 Bad Request: text must be 1 to \(QRCode.maxTextBytes) bytes\n"
-      return HTTPAnswer(status: 400, type: "text/plain; charset=utf-8", body: Array(body.utf8))
-    }
-    return HTTPAnswer(
-      status: 200, type: "image/svg+xml", body: svg,
-      cacheControl: "public, max-age=86400, immutable")
   }
 
   /// A path that is neither a file nor an endpoint: the page's own "not
@@ -86,4 +74,30 @@ extension CountdownServer {
     let code = closeCodes.removeValue(forKey: wsi) ?? (lwsSentClose ? "unknown" : "1006")
     network.closed[code, default: 0] += 1
   }
+}
+
+/// The Share panel's QR codes (GET /qr.svg?text=…). A code takes a few
+/// milliseconds of the service thread to draw, and a page asks for the same
+/// one or two links again and again (each viewer's Share panel, each reload),
+/// so the last few are kept. The image depends on the text alone, so
+/// browsers and proxies may keep it too.
+struct QRCodeAnswers {
+  private var recent: [(text: String, answer: HTTPAnswer)] = []
+  static let kept = 32
+
+  mutating func answer(_ text: String?) -> HTTPAnswer {
+    guard let text else { return Self.refusal }
+    if let hit = recent.firstIndex(where: { $0.text == text }) { return recent[hit].answer }
+    guard let svg = QRCode.svg(for: Array(text.utf8)) else { return Self.refusal }
+    let answer = HTTPAnswer(
+      status: 200, type: "image/svg+xml", body: svg,
+      cacheControl: "public, max-age=86400, immutable")
+    if recent.count == Self.kept { recent.removeFirst() }
+    recent.append((text, answer))
+    return answer
+  }
+
+  private static let refusal = HTTPAnswer(
+    status: 400, type: "text/plain; charset=utf-8",
+    body: Array("400 Bad Request: text must be 1 to \(QRCode.maxTextBytes) bytes\n".utf8))
 }

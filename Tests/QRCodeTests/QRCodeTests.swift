@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import QRCode
@@ -33,5 +34,15 @@ import Testing
     let svg = QRCode.render(width: 3) { row, column in grid[row][column] }
     #expect(svg.contains("viewBox=\"0 0 11 11\""))
     #expect(svg.contains("d=\"M4 4h2v1h-2zM4 6h1v1h-1zM6 6h1v1h-1z\""))
+  }
+
+  /// The page reads the cap from the contract (Public/constants.js), so it never
+  /// asks for a code the server refuses.
+  @Test func theContractHasTheCap() throws {
+    let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .appendingPathComponent("../../Public/constants.js").standardized
+    let text = try String(contentsOf: url, encoding: .utf8)
+    let match = try #require(text.firstMatch(of: /"qrTextMaxBytes": (\d+)/))
+    #expect(Int(match.1) == QRCode.maxTextBytes)
   }
 }
