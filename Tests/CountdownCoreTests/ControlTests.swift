@@ -617,4 +617,3 @@ final class RecordingStore: SessionStore {
     #expect(open.sessionCount == 3)
   }
 }
-

@@ -5,7 +5,9 @@ capped in bytes for clients that do not read."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import socket
 import time
 import uuid
@@ -15,7 +17,7 @@ from websockets.asyncio.client import connect as ws_connect
 
 from cdclient import SUBPROTOCOL, Client, run_async
 from opskit import rss_kb, scrape, value
-from rawws import RawWS
+from rawws import OP_TEXT, RawWS, encode_frame
 from serverproc import start_server
 
 
@@ -239,3 +241,56 @@ async def test_restart_keeps_the_key(tmp_path):
         await back.close()
     finally:
         srv.stop_and_check()
+
+
+# -- a cluster: authorised when sent on ------------------------------------------------------
+@run_async
+async def test_pipelined_cancel_on_a_second_instance_is_forbidden():
+    """Cluster, --control key: a joiner on a second instance, where the session is still
+    loading from Redis, sends a cancel in the same packet as its handshake, with a wrong
+    key: it gets `forbidden`, and the host's countdown runs on."""
+    from test_cluster import REDIS_SERVER, Redis
+
+    if not os.path.exists(REDIS_SERVER):
+        pytest.skip("redis-server is not installed")
+    redis = Redis()
+    servers = []
+    try:
+        servers = [start_server("--redis", redis.url, "--control", "key") for _ in range(2)]
+        a, b = servers
+        session = sid()
+        host = await Client.connect(a.ws_url(session))
+        await host.command({"op": "start", "seconds": 60, "id": 1})
+        wrong = "0" * 32 if host.snapshot["key"] != "0" * 32 else "1" * 32
+        ws = await RawWS.connect(b.host, b.port)
+        request = "\r\n".join([
+            f"GET /ws/{session}?key={wrong} HTTP/1.1", f"Host: {b.host}:{b.port}", "Upgrade: websocket",
+            "Connection: Upgrade", f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}",
+            "Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: countdown.v1",
+        ]) + "\r\n\r\n"
+        cancel = encode_frame(OP_TEXT, json.dumps({"op": "cancel", "id": "c"}).encode())
+        await ws.send_raw(request.encode() + cancel)
+        head = await ws._read_until(b"\r\n\r\n", 5)
+        assert head is not None and head.startswith(b"HTTP/1.1 101"), head
+        answer = None
+        snapshot = None
+        while answer is None:
+            msg = await ws.recv_json()
+            assert msg is not None, "the connection closed before the cancel's answer"
+            if msg["type"] == "snapshot":
+                snapshot = msg
+            if msg.get("id") == "c":
+                answer = msg
+        assert answer["type"] == "error" and answer["code"] == "forbidden", answer
+        assert snapshot is not None and snapshot["role"] == "viewer" and "key" not in snapshot
+        assert snapshot["state"]["phase"] == "running"
+        ws.close()
+        # Nothing reached the session: a probe on A sees it still running.
+        probe = await Client.connect(a.ws_url(session))
+        assert probe.state["phase"] == "running", probe.state
+        await probe.close()
+        await host.close()
+    finally:
+        for server in servers:
+            server.stop_and_check()
+        redis.stop()
