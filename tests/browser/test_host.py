@@ -291,6 +291,8 @@ def test_cancel_only_through_the_confirmation(server, pool, session_id):
         tab_to(d, "minus")
         keys(d, Keys.ENTER)
         obs.wait_for(lambda s: s["phase"] == "running" and s["remaining"] <= 60, 3, "one minute off, no question")
+        # The page decides from what it has been told: wait until it shows the minute off too.
+        pk.wait(d, 3, lambda d: (pk.clock_seconds(pk.read(d)["label"]) or 999) <= 60, "a minute or less on the page")
         assert not host(d)["confirm"]
         assert focused(d) == "minus"
         keys(d, Keys.ENTER)
