@@ -20,7 +20,16 @@ let package = Package(
     ),
     // The only module that imports the C library.
     .target(
-      name: "LWSServer", dependencies: ["CountdownCore", "CLibWebSockets", "Observability"]),
+      name: "LWSServer",
+      dependencies: ["CountdownCore", "CLibWebSockets", "Observability", "QRCode"]),
+    // Debian's libqrencode-dev, for the Share panel's QR codes (GET /qr.svg).
+    .systemLibrary(
+      name: "CQREncode",
+      pkgConfig: "libqrencode",
+      providers: [.apt(["libqrencode-dev"])]
+    ),
+    // QR codes as SVG: the only module that imports CQREncode.
+    .target(name: "QRCode", dependencies: ["CQREncode"]),
     // Debian's libsqlite3-dev, seen through a modulemap and a shim for its casting macros.
     .systemLibrary(
       name: "CSQLite",
@@ -31,10 +40,12 @@ let package = Package(
     .target(name: "SQLiteStore", dependencies: ["CountdownCore", "CSQLite"]),
     // Debian's libhiredis-dev (async API, libev adapter) and libev-dev, seen
     // through a modulemap and a shim for the adapter's static functions and
-    // libev's macros.
+    // libev's macros. No pkgConfig: the shim includes <hiredis/...> from the
+    // default path, and hiredis.pc's only other flag, -D_FILE_OFFSET_BITS=64
+    // (a no-op on 64-bit Linux), is one SwiftPM refuses with a warning on
+    // every build.
     .systemLibrary(
       name: "CHiredis",
-      pkgConfig: "hiredis",
       providers: [.apt(["libhiredis-dev", "libev-dev"])]
     ),
     // Cluster mode: sessions shared through Redis. The only importer of CHiredis.
@@ -47,6 +58,7 @@ let package = Package(
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
+    .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
     .testTarget(name: "RedisClusterTests", dependencies: ["RedisCluster", "CountdownCore"]),
     // A real server on a real loop, driven from other threads.
     .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),

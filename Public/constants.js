@@ -32,5 +32,6 @@ export const CONTRACT = Object.freeze({
     "internalError": 1011,
     "tryAgainLater": 1013
   },
-  "noRetryReason": "no-retry"
+  "noRetryReason": "no-retry",
+  "qrTextMaxBytes": 512
 });

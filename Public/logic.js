@@ -41,18 +41,20 @@ export function parseSession(search) {
 /**
  * ws:// or wss:// URL of a session on the page's own host. With `since` (the
  * last seq this page applied) the server may resume; today it always answers
- * with a fresh snapshot, which the page handles the same way. With `key` (a
- * controller key, see parseKey) a `--control key` server lets this connection
- * start and cancel.
+ * with a fresh snapshot, which the page handles the same way. It never
+ * carries a controller key: that goes in the first message (authMessage), so
+ * it stays out of proxy logs and the browser's own console lines.
  */
-export function sessionUrl(location, session, since = null, key = null) {
+export function sessionUrl(location, session, since = null) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   // The id is already restricted to URL-safe characters; encoding is belt and braces.
   const base = `${scheme}//${location.host}/ws/${encodeURIComponent(session)}`;
-  const args = [];
-  if (isKey(key)) args.push(`key=${encodeURIComponent(key)}`);
-  if (Number.isSafeInteger(since) && since >= 0) args.push(`since=${since}`);
-  return args.length ? `${base}?${args.join("&")}` : base;
+  return Number.isSafeInteger(since) && since >= 0 ? `${base}?since=${since}` : base;
+}
+
+/** The first message of a connection that holds a controller key: `auth`. */
+export function authMessage(key, id) {
+  return isKey(key) ? JSON.stringify({ op: "auth", key, id }) : null;
 }
 
 // ---- Who may press Start (`--control key`) -------------------------------------
@@ -68,11 +70,60 @@ function isKey(v) {
   return typeof v === "string" && KEY_RE.test(v);
 }
 
-/** The controller key in a query string ("?session=a&key=…"), or null. */
+/** The controller key in a query string ("?session=a&key=…", old links), or null. */
 export function parseKey(search) {
   const params = search instanceof URLSearchParams ? search : new URLSearchParams(search ?? "");
   const raw = params.get("key");
   return isKey(raw) ? raw : null;
+}
+
+/** The controller key in a fragment ("#key=…"), where links carry it now, or null. */
+export function parseKeyFragment(hash) {
+  return parseKey(String(hash ?? "").replace(/^#/, ""));
+}
+
+/**
+ * Where the page's address keeps a key it was opened with, step by step:
+ * `moved` is the address with a `?key=` (an old link) moved into the
+ * fragment, and `clean` the address with no key at all, query or fragment,
+ * which is what the address bar shows once the key is in sessionStorage.
+ * Both are path+query+fragment, for history.replaceState; null when there is
+ * nothing to change.
+ */
+export function keyAddresses(href) {
+  const u = new URL(href);
+  const fromQuery = parseKey(u.search);
+  const fragment = new URLSearchParams(u.hash.replace(/^#/, ""));
+  const rel = (x) => `${x.pathname}${x.search}${x.hash}`;
+  let moved = null;
+  if (u.searchParams.has("key")) {
+    u.searchParams.delete("key");
+    if (fromQuery && !fragment.has("key")) fragment.set("key", fromQuery);
+    u.hash = fragment.toString();
+    moved = rel(u);
+  }
+  if (!fragment.has("key")) return { moved, clean: moved };
+  fragment.delete("key");
+  u.hash = fragment.toString();
+  return { moved, clean: rel(u) };
+}
+
+/** The sessionStorage key under which a tab keeps a session's controller key. */
+export function keyStorageName(session) {
+  return `countdown.key.${session}`;
+}
+
+/**
+ * The role to show after a snapshot, while this page may have an `auth` in
+ * flight. A snapshot that says "viewer" before the auth's answer is the
+ * join's, not the key's verdict: showing it would flash the view-only page
+ * at a controller on every connect. So until the answer, the role shown
+ * stays what it was (null on a first connect: the controls as before any
+ * snapshot); a "controller" snapshot is taken at once.
+ */
+export function roleDuringAuth(shown, snapshotRole, authPending) {
+  if (!authPending || snapshotRole === "controller") return snapshotRole;
+  return shown;
 }
 
 /**
@@ -100,7 +151,9 @@ export function controlOf(snapshot) {
  * - viewOnly: the "View only" note instead of those controls;
  * - keyRejected: the page presented a key and is a viewer all the same
  *   (a mistyped link, or a session that was forgotten and begun anew);
- * - share: the Share area with the controller and viewer links.
+ * - share: the Share area, for everyone once the server has answered (the
+ *   viewer link is anyone's to pass on);
+ * - controllerLink: the controller link in it, for a controller with a key.
  */
 export function controlView(role, key = null, offered = null) {
   const viewer = role === "viewer";
@@ -108,36 +161,23 @@ export function controlView(role, key = null, offered = null) {
     controls: !viewer,
     viewOnly: viewer,
     keyRejected: viewer && isKey(offered),
-    share: role === "controller" && isKey(key),
+    share: role !== null,
+    controllerLink: role === "controller" && isKey(key),
   };
 }
 
 /**
  * The two links the Share area offers, on the page's own origin and path:
  * a viewer link (?session=…) and, given a key, a controller link
- * (?session=…&key=…) for co-hosts. No ?lang=: each visitor gets their own.
+ * (?session=…#key=…) for co-hosts. The key is in the fragment, which a
+ * browser never sends to a server, so no proxy logs it. No ?lang=: each
+ * visitor gets their own.
  */
 export function shareLinks(location, session, key = null) {
-  const make = (withKey) => {
-    const u = new URL(location.pathname || "/", location.origin);
-    u.searchParams.set("session", session);
-    if (withKey) u.searchParams.set("key", key);
-    return u.href;
-  };
-  return { viewer: make(false), controller: isKey(key) ? make(true) : null };
-}
-
-/**
- * The address to put in the address bar (history.replaceState) so that a
- * reload keeps control: `href` with ?key= set to `key`, everything else kept.
- * Null when nothing needs to change, or for a key that is not one.
- */
-export function addressWithKey(href, key) {
-  if (!isKey(key)) return null;
-  const u = new URL(href);
-  if (u.searchParams.get("key") === key) return null;
-  u.searchParams.set("key", key);
-  return `${u.pathname}${u.search}${u.hash}`;
+  const u = new URL(location.pathname || "/", location.origin);
+  u.searchParams.set("session", session);
+  const viewer = u.href;
+  return { viewer, controller: isKey(key) ? `${viewer}#key=${encodeURIComponent(key)}` : null };
 }
 
 function isPlainObject(v) {
@@ -458,6 +498,139 @@ export function parseSeconds(text) {
   return n >= MIN_SECONDS && n <= MAX_SECONDS ? n : null;
 }
 
+// Units the duration field takes after a number, in English and Chinese.
+const DURATION_UNITS = new Map([
+  ...["s", "sec", "secs", "second", "seconds", "秒"].map((u) => [u, 1]),
+  ...["m", "min", "mins", "minute", "minutes", "分", "分鐘"].map((u) => [u, 60]),
+  ...["h", "hr", "hrs", "hour", "hours", "時", "小時"].map((u) => [u, 3600]),
+]);
+const UNIT_RUN_RE = /(\d+)\s*([a-z]+|小時|分鐘|[秒分時])\s*/y;
+
+/**
+ * The duration field's text to whole seconds. It takes plain seconds ("600"),
+ * a clock ("10:00" is m:ss, "1:30:00" h:mm:ss) and numbers with units, alone
+ * or together, largest first ("90s", "10m", "1h", "1h 30m", "10分"). The
+ * result is checked against the contract's range.
+ * @returns {{ok: true, seconds: number} | {ok: false, why: "format"|"range"}}
+ */
+export function parseDuration(text) {
+  const t = String(text ?? "").trim().toLowerCase();
+  let seconds = null;
+  let m;
+  if (/^\d+$/.test(t)) seconds = Number(t);
+  else if ((m = /^(\d+):([0-5]\d)$/.exec(t))) seconds = Number(m[1]) * 60 + Number(m[2]);
+  else if ((m = /^(\d+):([0-5]\d):([0-5]\d)$/.exec(t))) {
+    seconds = Number(m[1]) * HOUR_S + Number(m[2]) * 60 + Number(m[3]);
+  } else seconds = unitSeconds(t);
+  if (seconds === null) return { ok: false, why: "format" };
+  if (!Number.isSafeInteger(seconds) || seconds < MIN_SECONDS || seconds > MAX_SECONDS) {
+    return { ok: false, why: "range" };
+  }
+  return { ok: true, seconds };
+}
+
+// "1h 30m" and the like: each unit at most once, largest first, nothing else.
+function unitSeconds(t) {
+  UNIT_RUN_RE.lastIndex = 0;
+  let total = 0;
+  let last = Infinity;
+  let m;
+  while (UNIT_RUN_RE.lastIndex < t.length && (m = UNIT_RUN_RE.exec(t))) {
+    const unit = DURATION_UNITS.get(m[2]);
+    if (!unit || unit >= last) return null;
+    last = unit;
+    total += Number(m[1]) * unit;
+  }
+  return t.length > 0 && UNIT_RUN_RE.lastIndex === t.length && last !== Infinity ? total : null;
+}
+
+/** What the duration field understood, in words ("= 10 minutes"), or why it cannot. */
+export function durationEcho(text, strings) {
+  if (String(text ?? "").trim() === "") return "";
+  const parsed = parseDuration(text);
+  return parsed.ok ? strings.understood(clockWords(parsed.seconds, strings)) : strings.badDuration;
+}
+
+/** Characters the server refuses in a finishedLabel: C0 controls and DEL. */
+const CONTROL_RE = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The finish-text field to the `finishedLabel` a start carries: null when
+ * empty (each viewer then shows the default in its own language), the text
+ * with its ends trimmed when the server takes it (1 to the contract's
+ * maximum of code points, no control characters).
+ * @returns {{ok: true, label: string|null} | {ok: false, why: "long"|"control"}}
+ */
+export function parseFinishText(text) {
+  const label = String(text ?? "").trim();
+  if (label === "") return { ok: true, label: null };
+  if (CONTROL_RE.test(label)) return { ok: false, why: "control" };
+  if ([...label].length > CONTRACT.finishedLabelMaxLength) return { ok: false, why: "long" };
+  return { ok: true, label };
+}
+
+/** Preset durations offered beside the field, in minutes. */
+export const PRESET_MINUTES = [1, 5, 10, 15];
+
+/** The localStorage key under which a session's last start values are kept. */
+export function rememberKey(session) {
+  return `countdown.last.${session}`;
+}
+
+/**
+ * Last start values read back from storage: {mode, duration, finish}, each a
+ * string, or null for anything else (another version's data, a hand edit).
+ */
+export function readRemembered(json) {
+  let v;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  if (!isPlainObject(v)) return null;
+  const str = (x, max) => (typeof x === "string" && x.length <= max ? x : "");
+  return {
+    mode: v.mode === "until" ? "until" : "seconds",
+    duration: str(v.duration, 64),
+    finish: str(v.finish, 4 * CONTRACT.finishedLabelMaxLength),
+  };
+}
+
+/**
+ * The tab's title: the time left and the session while running or paused
+ * ("4:59 · team-a"), the outcome once finished, the page's name otherwise.
+ */
+export function titleText(state, serverNow, session, strings) {
+  const where = session ? ` · ${session}` : "";
+  const secs = state ? shownSeconds(state, serverNow) : null;
+  if (secs !== null) {
+    const clock = formatClock(secs);
+    return state.phase === "paused" ? `${strings.pausedTitle(clock)}${where}` : `${clock}${where}`;
+  }
+  if (state?.phase === "finished") return `${labelText(state, serverNow, strings)}${where}`;
+  return `${strings.title}${where}`;
+}
+
+/**
+ * Whether −1 min (`seconds` < 0) would end the run at once: it leaves no
+ * whole second, so the server finishes it for everyone.
+ */
+export function adjustEnds(state, seconds, serverNow) {
+  if (!(seconds < 0)) return false;
+  const left = shownSeconds(state, serverNow);
+  return left !== null && left + seconds <= 0;
+}
+
+/**
+ * The printed width of a clock label in character cells (1 to 11, "Nd
+ * hh:mm:ss"), so CSS can size it to fill the width; null for words.
+ */
+export function clockWidth(state, serverNow) {
+  const secs = state ? shownSeconds(state, serverNow) : null;
+  return secs === null ? null : Math.min(formatClock(secs).length, 12);
+}
+
 /**
  * A local date and time from <input type="datetime-local"> ("2026-12-01T09:30"
  * or with ":ss") to the epoch ms that `start` carries as `until`, checked
@@ -516,6 +689,8 @@ export function buttonView(state, { role = null, live = false, pending = new Set
   const busy = Boolean(state?.spinner) || waiting;
   const controls = !viewer && (phase === "running" || paused);
   return {
+    // A viewer of a session nobody is running sees words, not a dead button.
+    hostWait: viewer && (phase === "idle" || phase === "finished"),
     op,
     text: paused && viewer ? "paused" : op,
     busy,
@@ -603,6 +778,35 @@ export const STRINGS = {
     copy: "Copy",
     copied: "Copied",
     copyManually: "The link is selected: copy it from there.",
+    duration: "Duration",
+    durationHint: "For example 90, 10:00, 1:30:00, 90s, 10m or 1h",
+    understood: (words) => `= ${words}`,
+    badDuration: `Enter a time such as 90, 10:00, 1:30:00, 90s, 10m or 1h, from ${MIN_SECONDS} second to 24 hours.`,
+    presets: "Presets",
+    presetMinutes: (n) => `${n} min`,
+    presetLabel: (n) => (n === 1 ? "1 minute" : `${n} minutes`),
+    finishText: "Finish text (optional)",
+    badFinish: {
+      long: `The finish text can be at most ${CONTRACT.finishedLabelMaxLength} characters.`,
+      control: "The finish text cannot hold control characters such as line breaks or tabs.",
+    },
+    confirmEnd: "End for everyone?",
+    confirmYes: "Yes, end it",
+    confirmNo: "No",
+    waitingHost: "Waiting for the host",
+    viewersLastKnown: (n) => `${n === 1 ? "1 viewer" : `${n} viewers`} (last known)`,
+    pausedTitle: (clock) => `${clock} (paused)`,
+    qrViewer: "QR code of the viewer link",
+    qrController: "QR code of the controller link",
+    showController: "Controller link, for co-hosts",
+    openSession: "Open a session",
+    sessionName: "Session name",
+    open: "Open",
+    newKey: "New controller link",
+    newKeyHint: "Makes a new controller link. Everyone else who holds the current one stops being a controller.",
+    confirmNewKey: "Cut off everyone else who has the controller link?",
+    confirmNewKeyYes: "Yes, make a new link",
+    newKeyDone: "A new controller link is ready. The old one no longer works.",
   },
   "zh-Hant": {
     title: "倒計時",
@@ -673,6 +877,35 @@ export const STRINGS = {
     copy: "複製",
     copied: "已複製",
     copyManually: "已選取連結，請從那裡複製。",
+    duration: "時長",
+    durationHint: "例如 90、10:00、1:30:00、90s、10m 或 1h",
+    understood: (words) => `＝ ${words}`,
+    badDuration: `請輸入時長，例如 90、10:00、1:30:00、90s、10m 或 1h，範圍 ${MIN_SECONDS} 秒到 24 小時。`,
+    presets: "預設時長",
+    presetMinutes: (n) => `${n} 分`,
+    presetLabel: (n) => `${n} 分鐘`,
+    finishText: "結束文字（選填）",
+    badFinish: {
+      long: `結束文字最多 ${CONTRACT.finishedLabelMaxLength} 個字元。`,
+      control: "結束文字不能包含換行、定位字元等控制字元。",
+    },
+    confirmEnd: "要為所有人結束嗎？",
+    confirmYes: "是，結束",
+    confirmNo: "否",
+    waitingHost: "等待主持人",
+    viewersLastKnown: (n) => `${n} 位觀看者（最後已知）`,
+    pausedTitle: (clock) => `${clock}（已暫停）`,
+    qrViewer: "觀看連結的 QR 碼",
+    qrController: "主控連結的 QR 碼",
+    showController: "主控連結（給共同主持人）",
+    openSession: "開啟場次",
+    sessionName: "場次名稱",
+    open: "開啟",
+    newKey: "新的主控連結",
+    newKeyHint: "產生新的主控連結，其他持有目前連結的人將不再是主控者。",
+    confirmNewKey: "要讓其他持有主控連結的人失去控制嗎？",
+    confirmNewKeyYes: "是，產生新連結",
+    newKeyDone: "新的主控連結已產生，舊連結已失效。",
   },
 };
 
@@ -724,10 +957,14 @@ function isWide(ch) {
   );
 }
 
-/** "3 viewers"; tolerates a missing or odd count rather than showing "NaN". */
-export function viewersText(viewers, strings) {
+/**
+ * "3 viewers"; tolerates a missing or odd count rather than showing "NaN".
+ * With `live` false the count is one this page can no longer vouch for, and
+ * says so.
+ */
+export function viewersText(viewers, strings, live = true) {
   const n = Number.isFinite(viewers) && viewers >= 0 ? Math.floor(viewers) : 0;
-  return strings.viewers(n);
+  return live ? strings.viewers(n) : strings.viewersLastKnown(n);
 }
 
 /** Words for a server error message, localised for the codes the protocol defines. */

@@ -359,14 +359,24 @@ func httpCallback(
         host: try? header(wsi, WSI_TOKEN_HOST, "host"))
       return respond(wsi, status: answer.status, answer: answer)
     }
-    guard rest.isEmpty || rest == "/", let answer = server.answer(path ?? "") else {
+    // An endpoint's argument that cannot be read is as good as absent: the
+    // endpoint answers 400 for a missing one.
+    let found =
+      rest.isEmpty || rest == "/"
+      ? server.answer(
+        path ?? "",
+        argument: { name in
+          (try? urlArguments(wsi)).flatMap { try? urlArgument(name, in: $0) }
+        }) : nil
+    guard let answer = found ?? server.notFoundAnswer else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
     setTag(wsi, SocketTag.httpBody)
     server.httpBodies[wsi] = answer.body
-    return writeHeaders(wsi, status: answer.status, type: answer.type, length: answer.body.count)
-      ? 0 : -1
+    return writeHeaders(
+      wsi, status: answer.status, type: answer.type, length: answer.body.count,
+      cacheControl: answer.cacheControl) ? 0 : -1
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
     guard tag(wsi) == SocketTag.httpBody else { break }
@@ -385,7 +395,9 @@ func httpCallback(
   return lws_callback_http_dummy(wsi, reason, user, input, length)
 }
 
-private func writeHeaders(_ wsi: OpaquePointer, status: UInt32, type: String, length: Int) -> Bool {
+private func writeHeaders(
+  _ wsi: OpaquePointer, status: UInt32, type: String, length: Int, cacheControl: String? = nil
+) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
   return buffer.withUnsafeMutableBufferPointer { memory in
@@ -395,11 +407,22 @@ private func writeHeaders(_ wsi: OpaquePointer, status: UInt32, type: String, le
     guard
       lws_add_http_common_headers(
         wsi, status, type, lws_filepos_t(length), &cursor, end) == 0,
+      addHeader(wsi, "cache-control:", cacheControl, &cursor, end),
       lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
     else { return false }
     lws_callback_on_writable(wsi)
     return true
   }
+}
+
+/// Adds `name: value` when there is a value; false when it does not fit.
+private func addHeader(
+  _ wsi: OpaquePointer, _ name: String, _ value: String?,
+  _ cursor: inout UnsafeMutablePointer<UInt8>?, _ end: UnsafeMutablePointer<UInt8>
+) -> Bool {
+  guard let value else { return true }
+  var bytes = Array(value.utf8)
+  return lws_add_http_header_by_name(wsi, name, &bytes, Int32(bytes.count), &cursor, end) == 0
 }
 
 // MARK: libwebsockets' own log lines

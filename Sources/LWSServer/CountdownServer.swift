@@ -50,6 +50,10 @@ public final class CountdownServer {
   var network = NetworkStats()
   /// The close code each closing WebSocket sent or received first, as a metrics label.
   var closeCodes: [OpaquePointer: String] = [:]
+  /// Public/404.html, read when the server starts: the body of every 404.
+  var notFoundPage: [UInt8]?
+  /// The last QR codes drawn for /qr.svg.
+  var qrCodes = QRCodeAnswers()
   /// Bodies of HTTP answers waiting for their connection to be writable.
   var httpBodies: [OpaquePointer: [UInt8]] = [:]
   /// The bound port of the `--metrics-port` listener.
@@ -127,6 +131,7 @@ public final class CountdownServer {
     info.iface = retain(config.host)
     info.protocols = UnsafePointer(makeProtocols())
     info.mounts = UnsafePointer(makeMounts())
+    notFoundPage = Self.readFile(config.publicDirectory + "/404.html")
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
     info.timeout_secs = UInt32(config.headerTimeoutSeconds)
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
@@ -467,6 +472,17 @@ public final class CountdownServer {
 
   // MARK: C structures that must outlive the context
 
+  /// A small file's bytes, or nil when it cannot be read. Called before the
+  /// loop runs, never while it serves.
+  static func readFile(_ path: String, limit: Int = 64 * 1024) -> [UInt8]? {
+    guard let file = fopen(path, "rb") else { return nil }
+    defer { fclose(file) }
+    var bytes = [UInt8](repeating: 0, count: limit + 1)
+    let count = bytes.withUnsafeMutableBytes { fread($0.baseAddress, 1, limit + 1, file) }
+    guard count <= limit, ferror(file) == 0 else { return nil }
+    return Array(bytes[0..<count])
+  }
+
   private func retain(_ string: String) -> UnsafePointer<CChar> {
     let copy = strdup(string)!
     retained.append(UnsafeMutableRawPointer(copy))
@@ -521,7 +537,8 @@ public final class CountdownServer {
     let filesMount = retain([files])
 
     let endpoints =
-      ["/healthz", "/readyz", Self.originCheckPath] + (config.metricsOnMainPort ? ["/metrics"] : [])
+      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath]
+      + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
 

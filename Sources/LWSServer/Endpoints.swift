@@ -1,19 +1,26 @@
 import CountdownCore
 import Observability
+import QRCode
 
 /// An HTTP answer the server writes itself.
 struct HTTPAnswer {
   var status: UInt32
   var type: String
   var body: [UInt8]
+  /// Sent as `cache-control` when set.
+  var cacheControl: String? = nil
 }
 
 extension CountdownServer {
   /// The answer for one of the server's own endpoints, or nil for a 404.
   /// Only mounted paths get here, so `/metrics` is answered only where the
   /// configuration mounted it.
-  func answer(_ path: String) -> HTTPAnswer? {
+  /// `argument` reads a decoded query argument by name (nil when absent or
+  /// longer than the request could hold).
+  func answer(_ path: String, argument: (String) -> String? = { _ in nil }) -> HTTPAnswer? {
     switch path {
+    case "/qr.svg":
+      return qrCodes.answer(argument("text"))
     case "/healthz":
       return HTTPAnswer(status: 200, type: "application/json", body: Self.healthBody)
     case "/readyz":
@@ -64,6 +71,13 @@ extension CountdownServer {
     return HTTPAnswer(status: 200, type: "application/json", body: json.bytes)
   }
 
+  /// A path that is neither a file nor an endpoint: the page's own "not
+  /// found" page (both languages, the page's style, the same CSP as every
+  /// answer), or lws's bare one when the directory has no 404.html.
+  var notFoundAnswer: HTTPAnswer? {
+    notFoundPage.map { HTTPAnswer(status: 404, type: "text/html; charset=utf-8", body: $0) }
+  }
+
   private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
   private static let readyBody = Array(#"{"status":"ready"}"#.utf8)
 
@@ -92,4 +106,30 @@ extension CountdownServer {
     let code = closeCodes.removeValue(forKey: wsi) ?? (lwsSentClose ? "unknown" : "1006")
     network.closed[code, default: 0] += 1
   }
+}
+
+/// The Share panel's QR codes (GET /qr.svg?text=…). A code takes a few
+/// milliseconds of the service thread to draw, and a page asks for the same
+/// one or two links again and again (each viewer's Share panel, each reload),
+/// so the last few are kept. The image depends on the text alone, so
+/// browsers and proxies may keep it too.
+struct QRCodeAnswers {
+  private var recent: [(text: String, answer: HTTPAnswer)] = []
+  static let kept = 32
+
+  mutating func answer(_ text: String?) -> HTTPAnswer {
+    guard let text else { return Self.refusal }
+    if let hit = recent.firstIndex(where: { $0.text == text }) { return recent[hit].answer }
+    guard let svg = QRCode.svg(for: Array(text.utf8)) else { return Self.refusal }
+    let answer = HTTPAnswer(
+      status: 200, type: "image/svg+xml", body: svg,
+      cacheControl: "public, max-age=86400, immutable")
+    if recent.count == Self.kept { recent.removeFirst() }
+    recent.append((text, answer))
+    return answer
+  }
+
+  private static let refusal = HTTPAnswer(
+    status: 400, type: "text/plain; charset=utf-8",
+    body: Array("400 Bad Request: text must be 1 to \(QRCode.maxTextBytes) bytes\n".utf8))
 }

@@ -160,7 +160,9 @@ return {
   label: document.getElementById('label').textContent,
   words: document.getElementById('label-words').textContent,
   busy: b.getAttribute('aria-busy'),
-  disabled: b.disabled,
+  // Takes no press: disabled (a viewer), or aria-disabled (a controller's
+  // button keeps the focus while it waits).
+  disabled: b.disabled || b.getAttribute('aria-disabled') === 'true',
   conn: [...document.documentElement.classList].find(c => c.startsWith('state-')) || '',
   status: document.getElementById('status').textContent,
   epoch: document.documentElement.dataset.epoch || '',
@@ -218,6 +220,15 @@ def set_seconds(driver, seconds: int) -> None:
 
 def press_start(driver) -> None:
     click(driver, "start")
+
+
+def cancel_run(driver) -> None:
+    """Cancels the way a host must: Cancel, then Yes in "End for everyone?"."""
+    from selenium.webdriver.common.by import By
+
+    click(driver, "cancel")
+    wait(driver, 2, lambda d: d.find_element(By.ID, "confirm-yes").is_displayed(), "End for everyone?")
+    click(driver, "confirm-yes")
 
 
 def click(driver, element_id: str) -> None:
@@ -345,6 +356,7 @@ class Observer:
     epoch: str | None = None
     replies: list = field(default_factory=list)
     closed: bool = False
+    phases: list = field(default_factory=list)  # every phase seen, in order, repeats folded
 
     def __post_init__(self):
         from contextlib import ExitStack
@@ -371,6 +383,9 @@ class Observer:
                         self.state.setdefault("endsAt", None)
                     else:
                         self.replies.append(msg)
+                    phase = (self.state or {}).get("phase")
+                    if phase and (not self.phases or self.phases[-1] != phase):
+                        self.phases.append(phase)
                     self._changed.notify_all()
         except Exception:  # noqa: BLE001 - the connection ended (server stopped)
             pass

@@ -38,8 +38,10 @@ def phase(driver) -> str:
 @pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
 def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang, scheme):
     """axe-core reports no WCAG 2.1 A/AA or best-practice violation on the controller's
-    page idle (Share closed and open, a refused input, the date-and-time picker),
-    running, paused and finished, nor on the view-only page running and paused; in
+    page idle (Share closed and open with its QR codes and the controller link, a
+    refused number and finish text, the date-and-time picker), running (with "End for
+    everyone?" too), paused and finished, nor on the view-only page idle ("Waiting for
+    the host"), running and paused; in
     English and Traditional Chinese, and in dark mode. Proves the audit ran: each run
     checked rules and applied the tags asked for."""
     from selenium.webdriver.common.by import By
@@ -64,8 +66,25 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     audit(a, "idle")
     a.find_element(By.CSS_SELECTOR, "#share > summary").click()
     pk.wait(a, 2, lambda d: d.find_element(By.ID, "viewer-link").is_displayed(), "the open Share area")
+    pk.wait(a, 3, lambda d: d.execute_script(
+        "const i = document.getElementById('viewer-qr'); return i.complete && i.naturalWidth > 0"), "the QR code")
     audit(a, "idle, Share open")
+    a.find_element(By.CSS_SELECTOR, "#share-controller > summary").click()
+    pk.wait(a, 2, lambda d: d.find_element(By.ID, "controller-qr").is_displayed(), "the controller link")
+    audit(a, "idle, Share and the controller link open")
+    a.find_element(By.CSS_SELECTOR, "#share-controller > summary").click()
     a.find_element(By.CSS_SELECTOR, "#share > summary").click()
+
+    open_with_role(b, url.split("&key=")[0], "viewer")
+    pk.wait(b, 2, lambda d: d.find_element(By.ID, "host-wait").is_displayed(), "Waiting for the host")
+    audit(b, "view-only, idle: waiting for the host")
+
+    a.execute_script("document.getElementById('finish-text').value = 'a\\u0007b'")
+    pk.press_start(a)
+    pk.wait(a, 2, lambda d: d.execute_script(
+        "return document.getElementById('finish-text').getAttribute('aria-invalid') === 'true'"), "the refusal")
+    audit(a, "idle, a refused finish text")
+    a.execute_script("document.getElementById('finish-text').value = ''")
 
     pk.set_seconds(a, 0)
     pk.press_start(a)
@@ -82,8 +101,11 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.press_start(a)
     pk.wait(a, 3, lambda d: phase(d) == "running" and pk.read(d)["busy"] == "true", "running")
     audit(a, "running")
+    pk.click(a, "cancel")
+    pk.wait(a, 2, lambda d: d.find_element(By.ID, "confirm-no").is_displayed(), "End for everyone?")
+    audit(a, "running, End for everyone?")
+    pk.click(a, "confirm-no")
 
-    open_with_role(b, url.split("&key=")[0], "viewer")
     pk.wait(b, 3, lambda d: pk.read(d)["busy"] == "true", "the viewer's spinner")
     audit(b, "view-only, running")
 
@@ -93,13 +115,13 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     audit(a, "paused")
     audit(b, "view-only, paused")
 
-    pk.click(a, "cancel")
+    pk.cancel_run(a)
     pk.wait(a, 3, lambda d: phase(d) == "idle" and not pk.read(d)["disabled"], "idle")
     pk.set_seconds(a, 1)
     pk.press_start(a)
     pk.wait(a, 5, lambda d: phase(d) == "finished" and not pk.read(d)["disabled"], "finished")
     audit(a, "finished")
 
-    assert len(audited) == 9, audited
+    assert len(audited) == 13, audited
     assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
         f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())

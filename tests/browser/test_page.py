@@ -166,9 +166,7 @@ def test_pressing_waits_for_the_server(browser_tools, pool, session_id, request)
             statuses = [pk.read(d)["status"] for d in (a, b)]
             assert sorted(statuses) == ["A countdown is already running.", "Live"], statuses
 
-            from selenium.webdriver.common.by import By
-
-            a.find_element(By.ID, "cancel").click()
+            pk.cancel_run(a)
             obs.wait_for(lambda s: s["phase"] == "idle", 2, "idle after cancel")
             for d in (a, b):
                 pk.wait(d, 2, lambda d: (lambda r: r["label"] == "Ready" and r["busy"] is None
@@ -430,9 +428,7 @@ def test_reduced_motion_spinner_does_not_spin(server, pool, session_id):
         r = pk.read(d)
         assert r["spinnerDisplay"] != "none" and r["busy"] == "true", f"the static busy mark must show: {r}"
 
-        from selenium.webdriver.common.by import By
-
-        d.find_element(By.ID, "cancel").click()
+        pk.cancel_run(d)
         pk.wait(d, 2, lambda d: pk.read(d)["label"] == "Ready" and pk.read(d)["busy"] is None,
                 "the cancelled run to end on the page")
         obs.wait_for(lambda s: s["phase"] == "idle", 2, "idle after cancel")

@@ -123,7 +123,7 @@ def test_pause_resume_and_adjust_in_two_windows(server, pool, session_id):
         for d in (a, b):
             pk.wait(d, 1, lambda d: is_paused_at(pk.read(d), lowered), f"both frozen on {lowered}")
 
-        pk.click(b, "cancel")
+        pk.cancel_run(b)
         obs.wait_for(lambda s: s["phase"] == "idle", 3, "idle after cancel while paused")
         for d in (a, b):
             pk.wait(d, 2, lambda d: (lambda r: r["label"] == "Ready" and r["startText"] == "Start"

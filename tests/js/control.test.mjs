@@ -3,7 +3,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { logic } from "./load-logic.mjs";
 
-const { parseKey, sessionUrl, controlOf, controlView, shareLinks, addressWithKey, errorText, STRINGS } = logic;
+const {
+  parseKey, parseKeyFragment, keyAddresses, keyStorageName, authMessage, roleDuringAuth,
+  sessionUrl, controlOf, controlView, shareLinks, errorText, STRINGS,
+} = logic;
 
 const KEY = "0123456789abcdef0123456789abcdef";
 const http = { protocol: "http:", host: "h:8080", origin: "http://h:8080", pathname: "/" };
@@ -21,13 +24,52 @@ test("parseKey: the key from ?key=, or null for none, empty or anything not URL-
   assert.equal(parseKey(`?key=${"x".repeat(128)}`), "x".repeat(128));
 });
 
-test("sessionUrl: key=<key> goes to the WebSocket, before since=<seq>; a bad key never does", () => {
-  assert.equal(sessionUrl(http, "a", null, KEY), `ws://h:8080/ws/a?key=${KEY}`);
-  assert.equal(sessionUrl(http, "a", 12, KEY), `ws://h:8080/ws/a?key=${KEY}&since=12`);
-  assert.equal(sessionUrl(http, "a", 12, null), "ws://h:8080/ws/a?since=12");
-  assert.equal(sessionUrl(http, "a", null, "a&b=c"), "ws://h:8080/ws/a");
-  assert.equal(sessionUrl(http, "a", -Infinity, ""), "ws://h:8080/ws/a");
-  assert.equal(sessionUrl({ protocol: "https:", host: "h" }, "a", 3, KEY), `wss://h/ws/a?key=${KEY}&since=3`);
+test("sessionUrl: the key never goes into the WebSocket URL; authMessage carries it instead", () => {
+  // sessionUrl takes no key at all: an extra argument changes nothing.
+  assert.equal(sessionUrl(http, "a", null, KEY), "ws://h:8080/ws/a");
+  assert.equal(sessionUrl(http, "a", 12, KEY), "ws://h:8080/ws/a?since=12");
+  assert.equal(sessionUrl({ protocol: "https:", host: "h" }, "a", 3, KEY), "wss://h/ws/a?since=3");
+  assert.deepEqual(JSON.parse(authMessage(KEY, 7)), { op: "auth", key: KEY, id: 7 });
+  for (const bad of [null, "", "a b", "a&b=c", "x".repeat(129), 42]) assert.equal(authMessage(bad, 1), null, String(bad));
+});
+
+test("parseKeyFragment: the key from #key=, or null", () => {
+  assert.equal(parseKeyFragment(`#key=${KEY}`), KEY);
+  assert.equal(parseKeyFragment(`#x=1&key=${KEY}`), KEY);
+  assert.equal(parseKeyFragment(`key=${KEY}`), KEY);
+  for (const bad of ["", "#", "#key=", "#key=a%20b", "#k=1", undefined]) assert.equal(parseKeyFragment(bad), null, String(bad));
+});
+
+test("keyAddresses: ?key= moves to the fragment, then the address loses the key, the rest kept", () => {
+  // An old link: the key leaves the query for the fragment, then the address bar.
+  assert.deepEqual(keyAddresses(`http://h/?session=a&key=${KEY}&lang=zh-Hant`), {
+    moved: `/?session=a&lang=zh-Hant#key=${KEY}`,
+    clean: "/?session=a&lang=zh-Hant",
+  });
+  // A link of today: nothing to move, the fragment's key goes.
+  assert.deepEqual(keyAddresses(`http://h/?session=a#key=${KEY}`), { moved: null, clean: "/?session=a" });
+  assert.deepEqual(keyAddresses(`http://h/?session=a#x=1&key=${KEY}`), { moved: null, clean: "/?session=a#x=1" });
+  // Both: the fragment's key wins, the query's is dropped all the same.
+  assert.deepEqual(keyAddresses(`http://h/?key=old&session=a#key=${KEY}`), {
+    moved: `/?session=a#key=${KEY}`,
+    clean: "/?session=a",
+  });
+  // A bad ?key= is still taken out of the address, and never moved.
+  assert.deepEqual(keyAddresses("http://h/?session=a&key=a%20b"), { moved: "/?session=a", clean: "/?session=a" });
+  assert.deepEqual(keyAddresses("http://h/?session=a"), { moved: null, clean: null });
+  assert.equal(keyStorageName("team-a"), "countdown.key.team-a");
+});
+
+test("roleDuringAuth: no viewer flash while the key's answer is pending", () => {
+  // First connect of a controller: the join's viewer snapshot keeps the controls up.
+  assert.equal(roleDuringAuth(null, "viewer", true), null);
+  // Reconnect of a controller: it stays a controller until the answer.
+  assert.equal(roleDuringAuth("controller", "viewer", true), "controller");
+  // A controller snapshot (the key accepted, or the first joiner) is taken at once.
+  assert.equal(roleDuringAuth(null, "controller", true), "controller");
+  // Once answered (or with no key to present), the snapshot's role is the role.
+  assert.equal(roleDuringAuth("controller", "viewer", false), "viewer");
+  assert.equal(roleDuringAuth(null, "open", false), "open");
 });
 
 test("controlOf: no role means --control open; controller carries its key; anything else only watches", () => {
@@ -47,21 +89,21 @@ test("controlOf: no role means --control open; controller carries its key; anyth
 
 test("controlView: what each role shows", () => {
   // Before the first snapshot: the controls, as the page always showed them.
-  assert.deepEqual(controlView(null), { controls: true, viewOnly: false, keyRejected: false, share: false });
-  // --control open: controls and nothing else.
-  assert.deepEqual(controlView("open", null), { controls: true, viewOnly: false, keyRejected: false, share: false });
+  assert.deepEqual(controlView(null), { controls: true, viewOnly: false, keyRejected: false, share: false, controllerLink: false });
+  // --control open: controls, and the Share area with the viewer link.
+  assert.deepEqual(controlView("open", null), { controls: true, viewOnly: false, keyRejected: false, share: true, controllerLink: false });
   // A controller with a key: controls and the Share area.
-  assert.deepEqual(controlView("controller", KEY, null), { controls: true, viewOnly: false, keyRejected: false, share: true });
-  assert.equal(controlView("controller", null).share, false, "no key, nothing to share");
-  // A viewer: "View only" instead of the controls; no Share area even with a key held.
-  assert.deepEqual(controlView("viewer", null, null), { controls: false, viewOnly: true, keyRejected: false, share: false });
-  assert.deepEqual(controlView("viewer", KEY, KEY), { controls: false, viewOnly: true, keyRejected: true, share: false });
+  assert.deepEqual(controlView("controller", KEY, null), { controls: true, viewOnly: false, keyRejected: false, share: true, controllerLink: true });
+  assert.equal(controlView("controller", null).controllerLink, false, "no key, no controller link");
+  // A viewer: "View only" instead of the controls; the viewer link only, even with a key held.
+  assert.deepEqual(controlView("viewer", null, null), { controls: false, viewOnly: true, keyRejected: false, share: true, controllerLink: false });
+  assert.deepEqual(controlView("viewer", KEY, KEY), { controls: false, viewOnly: true, keyRejected: true, share: true, controllerLink: false });
 });
 
-test("shareLinks: a viewer link and a controller link on the page's origin and path, without ?lang=", () => {
+test("shareLinks: a viewer link and a controller link (key in the fragment) on the page's origin and path, without ?lang=", () => {
   assert.deepEqual(shareLinks(http, "team-a", KEY), {
     viewer: "http://h:8080/?session=team-a",
-    controller: `http://h:8080/?session=team-a&key=${KEY}`,
+    controller: `http://h:8080/?session=team-a#key=${KEY}`,
   });
   const sub = { origin: "https://x.example", pathname: "/countdown/index.html" };
   assert.deepEqual(shareLinks(sub, "default", null), {
@@ -69,16 +111,6 @@ test("shareLinks: a viewer link and a controller link on the page's origin and p
     controller: null,
   });
   assert.equal(shareLinks(http, "a", "no good").controller, null);
-});
-
-test("addressWithKey: adds or replaces ?key=, keeps the rest, and says when nothing changes", () => {
-  assert.equal(addressWithKey("http://h/?session=a", KEY), `/?session=a&key=${KEY}`);
-  assert.equal(addressWithKey("http://h/", KEY), `/?key=${KEY}`);
-  assert.equal(addressWithKey("http://h/?session=a&lang=zh-Hant#x", KEY), `/?session=a&lang=zh-Hant&key=${KEY}#x`);
-  assert.equal(addressWithKey(`http://h/?key=old&session=a`, KEY), `/?key=${KEY}&session=a`);
-  assert.equal(addressWithKey(`http://h/?session=a&key=${KEY}`, KEY), null);
-  assert.equal(addressWithKey("http://h/?session=a", null), null);
-  assert.equal(addressWithKey("http://h/?session=a", "a b"), null);
 });
 
 test("forbidden is told in words in both languages", () => {
