@@ -156,14 +156,16 @@ import Testing
       let deadline = String(now() + 60_000)
       return try client.command(
         [
-          "FCALL", RedisSequencer.function("command"), "3", key, "countdown:epoch", "countdown:pos", epoch,
+          "FCALL", RedisSequencer.function("command"), "3", key, "countdown:epoch", "countdown:pos",
+          epoch,
           "countdown:changes:0", "late", op, a, op == "start" ? "60" : "", "",
         ] + base + [deadline, nonce, ""]
       ).elements?.compactMap(\.text) ?? []
     }
     func resolve(_ nonce: String, base: Int) throws -> [String] {
       try client.command([
-        "FCALL", RedisSequencer.function("resolve"), "3", key, "countdown:epoch", "countdown:pos", epoch, "late",
+        "FCALL", RedisSequencer.function("resolve"), "3", key, "countdown:epoch", "countdown:pos",
+        epoch, "late",
         nonce, String(base), String(now() + 60_000),
       ]).elements?.compactMap(\.text) ?? []
     }
