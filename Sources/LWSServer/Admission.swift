@@ -55,6 +55,15 @@ struct HeaderError: Error, Equatable {
     }
     return String(decoding: bytes, as: UTF8.self)
   }
+
+  /// `bytes` as text, when they are UTF-8 with no control character: what an
+  /// endpoint's argument (a QR code's text) may hold, once lws decoded it.
+  static func utf8Text(_ bytes: [UInt8], header: String) throws(HeaderError) -> String {
+    guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7f }),
+      let text = String(validating: bytes, as: UTF8.self)
+    else { throw HeaderError(header: header, problem: .notText) }
+    return text
+  }
 }
 
 extension CountdownServer {

@@ -72,7 +72,10 @@ private func header(
 /// Every URL argument (`name=value`, as lws decoded it), each fragment read
 /// at its own length: lws_get_urlarg_by_name stops at the first argument
 /// longer than its buffer, so a long argument in front hid a `key` behind it.
-private func urlArguments(_ wsi: OpaquePointer) throws(HeaderError) -> [String] {
+private func urlArguments(
+  _ wsi: OpaquePointer,
+  as text: ([UInt8], String) throws(HeaderError) -> String = HeaderError.text
+) throws(HeaderError) -> [String] {
   let token = WSI_TOKEN_HTTP_URI_ARGS
   let total = Int(lws_hdr_total_length(wsi, token))
   guard total > 0 else { return [] }
@@ -91,7 +94,7 @@ private func urlArguments(_ wsi: OpaquePointer) throws(HeaderError) -> [String] 
       throw HeaderError(header: "query", problem: .library(code: copied))
     }
     let bytes = buffer[..<length].map { UInt8(bitPattern: $0) }
-    arguments.append(try HeaderError.text(bytes, header: "query"))
+    arguments.append(try text(bytes, "query"))
     read += length
     index += 1
   }
@@ -359,6 +362,9 @@ func httpCallback(
         host: try? header(wsi, WSI_TOKEN_HOST, "host"))
       return respond(wsi, status: answer.status, answer: answer)
     }
+    // Any other POST is not ours; it is answered at once for the same
+    // reason, since a body written later would never leave.
+    if lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 { return respond(wsi, status: 404) }
     // An endpoint's argument that cannot be read is as good as absent: the
     // endpoint answers 400 for a missing one.
     let found =
@@ -366,7 +372,9 @@ func httpCallback(
       ? server.answer(
         path ?? "",
         argument: { name in
-          (try? urlArguments(wsi)).flatMap { try? urlArgument(name, in: $0) }
+          (try? urlArguments(wsi, as: HeaderError.utf8Text)).flatMap {
+            try? urlArgument(name, in: $0)
+          }
         }) : nil
     guard let answer = found ?? server.notFoundAnswer else {
       lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)

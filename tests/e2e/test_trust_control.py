@@ -174,7 +174,9 @@ async def test_non_reading_clients_cost_little_memory():
             await asyncio.sleep(0.1)
         grown = rss_kb(pid) - before
         assert grown / NON_READERS < RSS_PER_CLIENT_KB, f"RSS grew {grown} KB for {NON_READERS} clients"
-        assert value(samples, "countdown_replies_dropped_total") > 0
+        # Whether replies were dropped depends on how much the kernel took off the
+        # server's hands; the 16 KB cap itself is HubTests' (replies are short now
+        # that error messages echo little of the input).
         assert srv.alive()
     finally:
         for ws in clients:
