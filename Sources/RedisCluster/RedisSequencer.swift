@@ -753,6 +753,9 @@ public final class RedisSequencer: CommandSequencer {
     }
   }
 
+  /// The viewer sums taken from Redis: what a session's 32-bit count can show.
+  static let viewerSumRange = 0...Int(Int32.max)
+
   /// `viewers <session> <sum> <instance> <version>`: the sum changed elsewhere.
   private func viewersMessage(_ payload: String) {
     let parts = payload.split(separator: " ")
@@ -767,7 +770,11 @@ public final class RedisSequencer: CommandSequencer {
   /// A sum arrives both as a reply and as a message, on two connections: the
   /// version keeps an older one from overwriting a newer.
   private func showViewers(_ session: String, sum: Int, version: Int64) {
-    guard let entry = open[session], version > entry.viewerVersion else { return }
+    // A sum from Redis is input: out of a count's range it would overflow
+    // the subtraction below, or the hub's sum with this instance's viewers.
+    guard Self.viewerSumRange.contains(sum), let entry = open[session],
+      version > entry.viewerVersion
+    else { return }
     open[session]!.viewerVersion = version
     let others = max(0, sum - (entry.sentViewers ?? 0))
     let now = redisClock.nowMilliseconds()
