@@ -14,9 +14,19 @@ struct RecordMessage: Equatable {
   var session: String
   var record: SessionRecord
 
+  /// A publish position as Redis's counter gives it (a message's, or `GET
+  /// countdown:pos`), or nil out of range: positions are compared and
+  /// stepped, so one near `Int64.max` would overflow.
+  static func position<Text: StringProtocol>(_ text: Text) -> Int64? {
+    guard let value = Int64(text), (0...Int64(SessionRecord.maxCounter)).contains(value) else {
+      return nil
+    }
+    return value
+  }
+
   static func parse(_ line: String) -> RecordMessage? {
     let parts = line.split(separator: " ", maxSplits: 10, omittingEmptySubsequences: false)
-    guard parts.count >= 10, let position = Int64(parts[1]), let revision = UInt64(parts[3]),
+    guard parts.count >= 10, let position = position(parts[1]), let revision = UInt64(parts[3]),
       let seq = UInt64(parts[4]), let phase = Phase(rawValue: String(parts[5])),
       let duration = Int(parts[6]), let updatedAt = Int64(parts[9])
     else { return nil }

@@ -54,7 +54,10 @@ public final class RedisClock: WallClock {
   /// A TIME reply as microseconds, or nil.
   static func micros(ofTime reply: RedisReply) -> Int64? {
     guard let parts = reply.elements, parts.count == 2, let seconds = Int64(parts[0].text ?? ""),
-      let micros = Int64(parts[1].text ?? "")
+      let micros = Int64(parts[1].text ?? ""),
+      // Redis's reply is input: a moment within the years a record may hold.
+      (0...SessionRecord.epochMsRange.upperBound / 1000).contains(seconds),
+      (0..<1_000_000).contains(micros)
     else { return nil }
     return seconds * 1_000_000 + micros
   }

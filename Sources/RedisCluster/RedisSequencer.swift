@@ -853,7 +853,7 @@ public final class RedisSequencer: CommandSequencer {
     tellStale(false)
     commands.send(["GET", Self.positionKey]) { [weak self] result in
       guard let self, case .success(let reply) = result else { return }
-      position = max(position, Int64(reply.text ?? "0") ?? 0)
+      position = max(position, RecordMessage.position(reply.text ?? "0") ?? 0)
     }
     for session in open.keys where bulkReads.insert(session).inserted {
       bulk.append(.read(session))
@@ -928,7 +928,7 @@ public final class RedisSequencer: CommandSequencer {
     }
     commands.send(["GET", Self.positionKey]) { [weak self] result in
       guard case .success(let reply) = result else { return }
-      self?.checkedPosition = Int64(reply.text ?? "0") ?? 0
+      self?.checkedPosition = RecordMessage.position(reply.text ?? "0") ?? 0
     }
   }
 
