@@ -293,21 +293,14 @@ public final class RedisSequencer: CommandSequencer {
       stats.commandsUnavailable += 1
       return .done(.unavailable(Self.unreachable))
     }
-    let (op, first, second, label) = Self.arguments(of: request.command)
     let deadline = redisDeadline()
     nextNonce += 1
     let lost = LostReply(
       ticket: request.ticket, session: request.session, nonce: "\(instance)-\(nextNonce)",
       base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
       resolveWithinMs: settings.resolveWithinMs)
-    let arguments =
-      [
-        "FCALL", Self.function("command"), "3", Self.sessionKey(request.session), Self.epochKey,
-        Self.positionKey, settings.epoch, channel, request.session, op, first, second, label,
-      ] + RecordMessage.arguments(of: request.current) + [
-        // Then the presented key's hash, which the function checks again.
-        String(deadline), lost.nonce, request.presentedKeyHash?.hex ?? "",
-      ]
+    let arguments = CommandCall.argv(
+      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce)
     var rotated: KeyHash?
     if case .rotateKey(let hash) = request.command { rotated = hash }
     let sent = commands.send(arguments) { [weak self] result in
@@ -952,20 +945,5 @@ public final class RedisSequencer: CommandSequencer {
   /// let Redis apply a command after this instance answered unavailable.
   private func redisDeadline() -> Int64 {
     redisClock.nowMilliseconds() + settings.timeoutMs / 2
-  }
-
-  /// A command's op and arguments as `countdown_v2_command` takes them.
-  static func arguments(of command: SessionCommand) -> (String, String, String, String) {
-    switch command {
-    case .start(.seconds(let seconds), let label):
-      ("start", "seconds", String(seconds), label ?? "")
-    case .start(.until(let deadline), let label):
-      ("start", "until", String(deadline), label ?? "")
-    case .cancel: ("cancel", "", "", "")
-    case .pause: ("pause", "", "", "")
-    case .resume: ("resume", "", "", "")
-    case .adjust(let seconds): ("adjust", String(seconds), "", "")
-    case .rotateKey(let hash): ("rotate_key", hash.hex, "", "")
-    }
   }
 }

@@ -66,7 +66,7 @@ import Testing
       for command in commands {
         cases += 1
         try client.command(["DEL", "countdown:s:mirror"])
-        let (op, first, second, label) = RedisSequencer.arguments(of: command)
+        let (op, first, second, label) = CommandCall.arguments(of: command)
         let reply = try client.command(
           [
             "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",

@@ -10,7 +10,7 @@ func commandCall(
   _ client: BlockingRedis, _ session: String, _ command: SessionCommand,
   base: SessionRecord = SessionRecord(), presented: KeyHash? = nil, epoch: String = "E"
 ) throws -> [String] {
-  let (op, first, second, label) = RedisSequencer.arguments(of: command)
+  let (op, first, second, label) = CommandCall.arguments(of: command)
   let reply = try client.command(
     [
       "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(session),
