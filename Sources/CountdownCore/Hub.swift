@@ -183,14 +183,10 @@ public final class Hub {
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
   var waitingCommands: [SessionHandle: [Waiting]] = [:]
-  /// By session handle, for sessions whose records come from elsewhere (a
-  /// cluster): the last such record, which bounds the seq any instance may
-  /// have reached since.
-  var clusterRecords: [SessionHandle: SessionRecord] = [:]
-  /// By session handle: viewers of the session on other instances (a cluster).
-  var remoteViewers: [SessionHandle: Int] = [:]
-  /// The highest `since` of viewers that joined a session still loading.
-  var sinceWhileLoading: [SessionHandle: UInt64] = [:]
+  /// What only a cluster needs (`Hub+Cluster.swift`).
+  var cluster = ClusterTables()
+  /// The sequencer, when it counts viewers across instances.
+  let viewerCountObserver: (any ViewerCountObserver)?
   private var nextTicket: UInt64 = 1
   private var nextSerial: UInt32 = 1
 
@@ -204,6 +200,7 @@ public final class Hub {
     self.config = config
     self.epoch = epoch
     self.sequencer = sequencer
+    viewerCountObserver = sequencer as? any ViewerCountObserver
     var session = config.session
     session.keepsControl = config.control == .key
     self.sessionConfig = SessionConfig.Shared(session)
@@ -265,7 +262,7 @@ public final class Hub {
       handle = existing
       // A viewer may come from another instance whose seq ran ahead between
       // commands (its own viewer counts): its snapshot must not go back.
-      if let record = clusterRecords[handle] {
+      if let record = cluster.records[handle] {
         movingSeq(handle) { $0.skipSeq(pastPatchesSince: record, now: now) }
       }
     } else {
@@ -292,7 +289,7 @@ public final class Hub {
     }
     if let since, since <= sessions[handle].machine.seq + Self.maxSinceLead {
       if sessions[handle].loading {
-        sinceWhileLoading[handle] = max(sinceWhileLoading[handle] ?? 0, since)
+        cluster.sinceWhileLoading[handle] = max(cluster.sinceWhileLoading[handle] ?? 0, since)
       } else {
         movingSeq(handle) { $0.raiseSeq(to: since) }
       }
@@ -328,6 +325,7 @@ public final class Hub {
     }
     connectionAddresses[Int(id)] = address
     sessions[handle].viewers.append(id)
+    localViewersChanged(handle)
     let count = shownViewers(handle)
     transition(handle) { $0.viewersChanged(to: count, now: now) }
     dirtyConnections.append(id)
@@ -348,6 +346,7 @@ public final class Hub {
       sessions[handle].viewers[Int(closing.position)] = moved
       connections[ConnectionHandle(moved)].position = closing.position
     }
+    localViewersChanged(handle)
     let count = sessions[handle].viewers.count
     if count == 0 {
       // Nobody left to send to: give the buffers back until someone returns.
@@ -362,31 +361,9 @@ public final class Hub {
 
   /// The count viewers here are shown: theirs plus other instances'. With
   /// nobody here it is 0, so a session nobody here watches can be forgotten.
-  private func shownViewers(_ handle: SessionHandle) -> Int {
+  func shownViewers(_ handle: SessionHandle) -> Int {
     let local = sessions[handle].viewers.count
-    return local == 0 ? 0 : local + (remoteViewers[handle] ?? 0)
-  }
-
-  /// Whether this instance can confirm its sessions' state with its cluster:
-  /// every session's viewers are told, in a patch of `stale`.
-  public func setStale(_ stale: Bool, now: Int64) {
-    for handle in sessionIndex.values {
-      transition(handle) { $0.staleChanged(to: stale, now: now) }
-    }
-  }
-
-  /// Viewers of a session on this instance, if it exists here.
-  public func localViewers(of session: String) -> Int? {
-    sessionIndex[session].map { sessions[$0].viewers.count }
-  }
-
-  /// Viewers of a session on other instances (a cluster): the count shown
-  /// here becomes the sum, patched at the usual viewer-count pace.
-  public func setRemoteViewers(session id: String, count: Int, now: Int64) {
-    guard let handle = sessionIndex[id] else { return }
-    remoteViewers[handle] = count > 0 ? count : nil
-    let shown = shownViewers(handle)
-    transition(handle) { $0.viewersChanged(to: shown, now: now) }
+    return local == 0 ? 0 : local + (cluster.remoteViewers[handle] ?? 0)
   }
 
   /// One complete text message from a viewer: admit it, then sequence it.
@@ -493,7 +470,7 @@ public final class Hub {
   }
 
   /// Makes a connection a controller holding `key`, and says so in a fresh snapshot.
-  private func grant(_ id: ConnectionID, key: String) {
+  func grant(_ id: ConnectionID, key: String) {
     let slot = ConnectionHandle(id)
     connections[slot].isController = true
     presentedKeys[id] = KeyHash(of: key)
@@ -523,74 +500,17 @@ public final class Hub {
     dispatchWaiting(pending.session, now: now)
   }
 
-  /// A session's state fetched from elsewhere arrived (after `.loading`):
-  /// its viewers get their snapshots, and its waiting commands go on. In key
-  /// mode, `keyHash` is the session's key there; a viewer that was shown
-  /// another key (it created the session here, racing another instance) is
-  /// a viewer after all. A nil record keeps the fresh one.
-  public func loaded(session id: String, record: SessionRecord?, keyHash: KeyHash?, now: Int64) {
-    guard let handle = sessionIndex[id], sessions[handle].loading else { return }
-    sessions[handle].loading = false
-    if config.control == .key, let keyHash {
-      keyHashes[Int(handle.index)] = keyHash
-      for viewer in sessions[handle].viewers {
-        if let offered = keysOfferedWhileLoading.removeValue(forKey: viewer),
-          keyHash.matches(offered)
-        {
-          grant(viewer, key: offered)
-        }
-      }
-      demote(handle, unlessHolding: keyHash)
-    }
-    if let record { adoptClusterRecord(record, handle, now: now) }
-    if let since = sinceWhileLoading.removeValue(forKey: handle) {
-      movingSeq(handle) { $0.raiseSeq(to: since) }
-    }
-    dirtyConnections.append(contentsOf: sessions[handle].viewers)
-    dispatchWaiting(handle, now: now)
-  }
-
-  /// A change that another instance sequenced: the session adopts it if it
-  /// is newer than what it has. Sessions not open here are not kept. Both
-  /// here and in `loaded`, seq moves past what the record says any instance
-  /// may have sent (`record.seq` and the time since `record.updatedAt`), so
-  /// a client moving between instances never sees it go back.
-  public func adoptRemote(session id: String, record: SessionRecord, now: Int64) {
-    guard let handle = sessionIndex[id], !sessions[handle].loading,
-      record.revision > sessions[handle].machine.revision
-    else { return }
-    adoptClusterRecord(record, handle, now: now)
-  }
-
-  /// Takes a record sequenced in the cluster, with seq moved past whatever
-  /// any instance may have sent since it was written.
-  private func adoptClusterRecord(_ record: SessionRecord, _ handle: SessionHandle, now: Int64) {
-    clusterRecords[handle] = record
-    transition(handle) { machine in
-      machine.skipSeq(pastPatchesSince: record, now: now)
-      return machine.adopt(record, now: now)
-    }
-  }
-
   /// Moves a session's seq on without a patch; the encoded patch frame then
   /// carries a seq no longer the session's.
-  private func movingSeq(_ handle: SessionHandle, _ move: (inout SessionStateMachine) -> Void) {
+  func movingSeq(_ handle: SessionHandle, _ move: (inout SessionStateMachine) -> Void) {
     let before = sessions[handle].machine.seq
     move(&sessions[handle].machine)
     if sessions[handle].machine.seq != before { sessions[handle].patchFrameFresh = false }
   }
 
-  /// A session's key changed elsewhere (a cluster's change feed, after a
-  /// `rotate_key` on another instance): every controller here that holds
-  /// another key becomes a viewer.
-  public func keyChanged(session id: String, keyHash: KeyHash, now: Int64) {
-    guard config.control == .key, let handle = sessionIndex[id] else { return }
-    rekey(handle, to: keyHash, holder: nil)
-  }
-
   /// Gives a session a new key. `holder`, the rotation's requester here,
   /// stays (or, had the change feed come first, becomes again) a controller.
-  private func rekey(
+  func rekey(
     _ handle: SessionHandle, to keyHash: KeyHash, holder: (id: ConnectionID, key: String)?
   ) {
     keyHashes[Int(handle.index)] = keyHash
@@ -607,14 +527,14 @@ public final class Hub {
   }
 
   /// Demotes every controller of a session here whose key is not `keyHash`.
-  private func demote(_ handle: SessionHandle, unlessHolding keyHash: KeyHash) {
+  func demote(_ handle: SessionHandle, unlessHolding keyHash: KeyHash) {
     for viewer in sessions[handle].viewers {
       guard let presented = presentedKeys[viewer], !keyHash.matches(presented) else { continue }
       demote(viewer)
     }
   }
 
-  private func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
+  func dispatchWaiting(_ handle: SessionHandle, now: Int64) {
     while !sessions[handle].holdsCommands, var queue = waitingCommands[handle], !queue.isEmpty {
       let next = queue.removeFirst()
       waitingCommands[handle] = queue.isEmpty ? nil : queue
@@ -728,7 +648,7 @@ public final class Hub {
     reply(.frame(answer), to: pending.connection.index)
   }
 
-  private func keyHash(of handle: SessionHandle) -> KeyHash? {
+  func keyHash(of handle: SessionHandle) -> KeyHash? {
     Int(handle.index) < keyHashes.count ? keyHashes[Int(handle.index)] : nil
   }
 
@@ -782,7 +702,7 @@ public final class Hub {
 
   /// Runs one event on a session's machine, keeps the phase counts true, and
   /// acts on what the machine says.
-  private func transition(
+  func transition(
     _ handle: SessionHandle, _ event: (inout SessionStateMachine) -> SessionStateMachine.Action
   ) {
     let before = sessions[handle].machine.phase
@@ -845,9 +765,7 @@ public final class Hub {
     sessionIndex[session.id] = nil
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
-    clusterRecords[handle] = nil
-    sinceWhileLoading[handle] = nil
-    remoteViewers[handle] = nil
+    cluster.forget(handle)
     if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
     stats.sessionsForgotten += 1
     stats.sessionsByPhase[session.machine.phase.index] -= 1

@@ -420,6 +420,10 @@ public final class CountdownServer {
     armTimer()
   }
 
+  /// Pushes what the hub has to write after work on the service thread but
+  /// outside lws's callbacks (a Redis reply on the same loop).
+  public func pushHubChanges() { flush() }
+
   func requestWritable(_ wsi: OpaquePointer) {
     lws_callback_on_writable(wsi)
   }

@@ -5,23 +5,21 @@ import Observability
 /// command through one function call (`countdown_v2_command`), so instances
 /// behind a load balancer share sessions.
 ///
-/// Everything here runs on one thread, the loop's: hiredis's callbacks,
-/// timers, and the hub's calls into the sequencer. Results go back to the
-/// hub through `deliver`, which runs them on the hub's thread and lets the
-/// server push what changed (the server's service queue; inline in tests).
+/// A thin coordinator: it implements the core's ports (`CommandSequencer`,
+/// `ViewerCountObserver`), owns the two Redis connections, and composes
+/// three parts, each in its own file and testable alone:
+/// - `ClusterOrdering`: commands, their replies, lost replies;
+/// - `ChangeFeed`: the epoch, the subscription, positions, reads, reconcile;
+/// - `ClusterPresence`: viewer counts, heartbeats, renewals, reaping.
+/// They share `OpenSessions` (the sessions open here and their revisions:
+/// the adapter owns revisions, the hub owns loading and key hashes) and one
+/// `BulkWindow`.
 ///
-/// - A command goes out as one FCALL; its reply completes the ticket.
-/// - A session created here is `.loading` until its hash is read
-///   (`countdown_v2_open`), which also settles its controller key.
-/// - Every change is published with the cluster epoch, the channel's
-///   position and the session's revision. A newer revision is adopted, a gap
-///   or another epoch re-reads the session, and a position this instance
-///   never saw re-reads every open session.
-/// - On every (re)connect: subscribe, wait for the confirmation, then read
-///   every open session and reconcile by revision. Until then commands get
-///   `unavailable`, while running countdowns keep ticking from their known
-///   deadlines.
-public final class RedisSequencer: CommandSequencer {
+/// Everything here runs on one thread, the loop's, which is the hub's:
+/// hiredis's callbacks, timers, and the hub's calls. Events go to the hub
+/// directly (`Hub.apply`), then `onHubChanged` lets the server push what
+/// changed.
+public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   public struct Settings: Sendable {
     public var address: RedisAddress
     /// The cluster's epoch, as `prepare` agreed it with Redis.
@@ -76,11 +74,6 @@ public final class RedisSequencer: CommandSequencer {
   /// instances each call their own through a rolling upgrade.
   static let library = "countdown_v2"
   static func function(_ name: String) -> String { "\(library)_\(name)" }
-  /// A full round of renewals (see `renew`) takes about this long, well
-  /// inside the few minutes the function keeps viewer hashes (VIEW_MS in
-  /// countdown.lua); at least this many sessions go in each call.
-  static let renewRoundMs: Int64 = 60_000
-  static let renewBatch = 1000
 
   static let epochKey = "countdown:epoch"
   static let positionKey = "countdown:pos"
@@ -99,115 +92,40 @@ public final class RedisSequencer: CommandSequencer {
     "the cluster lost the reply to this command and cannot tell whether it applied; "
     + "look at the countdown before you try again"
 
-  /// Reads and recounts for many sessions at once (a reconcile, a recount
-  /// after a lapse) go out this many at a time, the next as replies come
-  /// back: one loop iteration then costs a window, not the session count,
-  /// and a command queues behind a window at most.
-  static let bulkWindow = 256
-
-  /// Set once the hub exists (the hub holds the sequencer).
-  public weak var hub: Hub?
+  /// Where events go: the hub, set once it exists (the hub holds the sequencer).
+  public weak var hub: (any ClusterEventSink)?
+  /// Called after events reached the hub, so that the server pushes what
+  /// changed: they come from hiredis's callbacks, outside lws's.
+  public var onHubChanged: (() -> Void)?
   /// Another instance has made a new epoch (Redis lost its data and an
   /// instance started anew): this instance's sessions are another history.
   public var onEpochConflict: ((_ clusterEpoch: String) -> Void)?
-  public private(set) var stats = Stats()
 
   public let settings: Settings
-  private let channel: String
-  private let deliver: (@escaping () -> Void) -> Void
   /// This instance's own clock, which `redisClock` is measured against.
   private let clock: any WallClock
   /// Redis's clock: every time handed to the hub is on it (see `RedisClock`).
   public let redisClock: RedisClock
-  // A subscribed hiredis connection can send nothing else: two connections,
-  // made by `start` on the loop it is given.
-  private var commands: RedisConnection!
-  private var subscriber: RedisConnection!
-  private let log = Logger.shared
-
-  private struct OpenSession {
-    var revision: UInt64 = 0
-    var loading = true
-    var keyHash: KeyHash?
-    /// The viewer count this instance last sent.
-    var sentViewers: Int?
-    /// The version of the last sum shown (see `showViewers`).
-    var viewerVersion: Int64 = 0
-  }
-
-  private var open: [String: OpenSession] = [:]
-  private var subscribed = false
-  /// A reply has come back on the commands connection since it (re)connected:
-  /// a TCP connection alone proves nothing through a proxy that stopped forwarding.
-  private var answering = false
-  /// The highest position seen on the channel (or read) since subscribing.
-  private var position: Int64 = 0
-  /// The position Redis had at the last check.
-  private var checkedPosition: Int64?
-  private var checkTimer: LoopTimer?
-  private var viewerTimer: LoopTimer?
-  /// Whether viewers here have been told their state cannot be confirmed.
-  private var toldStale = false
-  /// Tells them once the link has been down this long, so that a reconnect
-  /// within it costs no patch.
-  static let staleAfterMs: Int64 = 1000
-  private var staleTimer: LoopTimer?
-  /// When the probe now on its way through the channel was sent.
-  private var probeSentAt: Int64?
-  /// When the last heartbeat went out (ms); nil before the first.
-  private var heartbeatAt: Int64?
   /// This instance's name in the viewer hashes and the instance set.
   public let instance = Hub.randomEpoch()
-  /// The instances whose heartbeat had expired at the last heartbeat.
-  private var expiredInstances: Set<String> = []
-  /// Sessions whose viewer hash the next renewals renew (see `renew`).
-  private var renewQueue: [String] = []
+  private let log = Logger.shared
 
-  private enum BulkItem {
-    case read(String)
-    /// This instance's count of a session, as `viewersToSend` says it.
-    case viewers(String)
-  }
-  /// Waiting bulk work, from `bulkHead` on, and how much of it is sent.
-  private var bulk: [BulkItem] = []
-  private var bulkHead = 0
-  private var bulkInFlight = 0
-  /// Sessions with a bulk read or count waiting, so none is queued twice.
-  private var bulkReads: Set<String> = []
-  private var bulkViewers: Set<String> = []
-
-  /// Each command carries a nonce that the function keeps with the session,
-  /// so that a command whose reply was lost can be looked up.
-  private var nextNonce: UInt64 = 0
-  private struct LostReply {
-    var ticket: Ticket
-    var session: String
-    var nonce: String
-    /// The revision the instance had when it sent the command.
-    var base: UInt64
-    /// The command's deadline on Redis's clock.
-    var deadline: Int64
-    /// When it was sent (monotonic ms).
-    var sentAt: Int64
-    /// Past this (monotonic ms) it is answered `outcome_unknown`.
-    var giveUpAt: Int64 { sentAt + resolveWithinMs }
-    var resolveWithinMs: Int64
-  }
-  /// Commands whose reply was lost, by nonce, until resolved.
-  private var lostReplies: [String: LostReply] = [:]
-  private var lostReplyTimer: LoopTimer?
+  private let sessions = OpenSessions()
+  private let bulk = BulkWindow()
+  // A subscribed hiredis connection can send nothing else: two connections,
+  // made by `start` on the loop it is given, with the parts that use them.
+  private var commands: RedisConnection?
+  private var subscriber: RedisConnection?
+  private var ordering: ClusterOrdering?
+  private var feed: ChangeFeed?
+  private var presence: ClusterPresence?
 
   /// `clock` is this instance's wall clock, or a `RedisClock` on it (one
   /// `prepare` measured already).
-  public init(
-    settings: Settings, clock: any WallClock = SystemClock(),
-    deliver: @escaping (@escaping () -> Void) -> Void
-  ) {
+  public init(settings: Settings, clock: any WallClock = SystemClock()) {
     self.settings = settings
-    self.channel = Self.channel(settings.address)
     redisClock = clock as? RedisClock ?? RedisClock(local: clock)
     self.clock = redisClock.local
-    self.deliver = deliver
   }
 
   /// Loads the function library and agrees on the cluster epoch: blocking,
@@ -239,92 +157,119 @@ public final class RedisSequencer: CommandSequencer {
     return epoch
   }
 
-  /// Connects both connections on `loop`, whose thread must be the hub's
-  /// (or `deliver` must take results there); they keep reconnecting until
-  /// `stop`.
+  /// Connects both connections on `loop`, whose thread must be the hub's;
+  /// they keep reconnecting until `stop`.
   public func start(on loop: LibevLoop) {
-    commands = RedisConnection(
+    let commands = RedisConnection(
       name: "commands", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
       password: settings.password)
-    subscriber = RedisConnection(
+    let subscriber = RedisConnection(
       name: "subscriber", address: settings.address, loop: loop, timeoutMs: settings.timeoutMs,
       password: settings.password)
-    commands.onUp = { [unowned self] in commandsUp() }
-    subscriber.onUp = { [unowned self] in subscriberUp() }
-    commands.onDown = { [unowned self] in
-      answering = false
-      dropBulk()
-      down("commands", $0)
+    let ordering = ClusterOrdering(
+      settings: settings, instance: instance, redisClock: redisClock, commands: commands,
+      sessions: sessions)
+    let feed = ChangeFeed(
+      settings: settings, instance: instance, redisClock: redisClock, commands: commands,
+      subscriber: subscriber, sessions: sessions, bulk: bulk)
+    let presence = ClusterPresence(
+      settings: settings, instance: instance, redisClock: redisClock, commands: commands,
+      sessions: sessions, bulk: bulk)
+    let emit: (ClusterEvent, Int64) -> Void = { [unowned self] event, now in
+      guard let hub else { return }
+      hub.apply(event, now: now)
+      onHubChanged?()
     }
-    subscriber.onDown = { [unowned self] in
-      subscribed = false
-      probeSentAt = nil
-      down("subscriber", $0)
+    ordering.emit = emit
+    feed.emit = emit
+    presence.emit = emit
+    ordering.isLive = { [unowned feed] in feed.isLive }
+    presence.isLive = { [unowned feed] in feed.isLive }
+    feed.keyHash = { [unowned self] in hub?.keyHash(ofSession: $0) }
+    ordering.onEpochConflict = { [unowned self] in epochConflict($0) }
+    feed.onEpochConflict = { [unowned self] in epochConflict($0) }
+    feed.onAnswering = { [unowned ordering] in ordering.resolveLostReplies() }
+    feed.onCheck = { [unowned self] in measureClock(fresh: false) }
+    feed.onViewersMessage = { [unowned presence] in presence.viewersMessage($0) }
+    bulk.send = { [unowned feed, unowned presence] item, done in
+      switch item {
+      case .read(let session): feed.sendBulk(session, then: done)
+      case .viewers(let session): presence.sendBulk(session, then: done)
+      }
     }
+    bulk.onDrop = { [unowned presence] in presence.requeue($0) }
+    commands.onUp = { [unowned self] in
+      log.info("redis_connected", ["connection": LogValue("commands")])
+      // First, so that loading the library does not lengthen its round trip.
+      measureClock(fresh: true)
+      feed.commandsUp()
+    }
+    subscriber.onUp = { [unowned feed] in feed.subscriberUp() }
+    commands.onDown = { [unowned feed] in feed.commandsDown($0) }
+    subscriber.onDown = { [unowned feed] in feed.subscriberDown($0) }
+    (self.commands, self.subscriber) = (commands, subscriber)
+    (self.ordering, self.feed, self.presence) = (ordering, feed, presence)
+    for session in sessions.all { presence.opened(session) }
     commands.start()
     subscriber.start()
-    checkTimer = LoopTimer(loop: loop) { [unowned self] in check() }
-    checkTimer?.schedule(afterMs: settings.checkIntervalMs)
-    staleTimer = LoopTimer(loop: loop) { [unowned self] in tellStale(!isConnected) }
-    lostReplyTimer = LoopTimer(loop: loop) { [unowned self] in giveUpLostReplies() }
-    viewerTimer = LoopTimer(loop: loop) { [unowned self] in pushViewers() }
-    viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
+    feed.start()
+    presence.start()
   }
 
   /// Closes both connections; call on the loop's thread before it goes.
   public func stop() {
-    checkTimer = nil
-    viewerTimer = nil
-    staleTimer = nil
-    lostReplyTimer = nil
     subscriber?.stop()
     commands?.stop()
+    // The parts' timers go with them, while the loop is still there.
+    stopped = stats
+    (ordering, feed, presence) = (nil, nil, nil)
     subscriber = nil
     commands = nil
   }
 
   /// Both connections are up and the subscription confirmed: commands can be ordered.
-  public var isConnected: Bool { commands?.isUp == true && answering && subscribed }
+  public var isConnected: Bool { feed?.isLive == true }
+
+  /// Counters for metrics and tests, from every part.
+  public var stats: Stats {
+    guard let ordering, let feed else { return stopped }
+    var stats = Stats()
+    stats.commandsSent = ordering.commandsSent
+    stats.commandsUnavailable = ordering.commandsUnavailable
+    stats.lostRepliesApplied = ordering.lostRepliesApplied
+    stats.lostRepliesNotApplied = ordering.lostRepliesNotApplied
+    stats.lostRepliesUnknown = ordering.lostRepliesUnknown
+    stats.messages = feed.messages
+    stats.rereads = feed.rereads
+    stats.reconnects = feed.reconnects
+    stats.peakBulkInFlight = bulk.peakInFlight
+    stats.damagedRecords = ordering.damagedRecords + feed.damagedRecords
+    return stats
+  }
+  /// The counters as they were at `stop` (all zero before `start`).
+  private var stopped = Stats()
 
   // MARK: CommandSequencer
 
   public func sequence(_ request: SequenceRequest) -> SequenceResult {
-    guard isConnected else {
-      stats.commandsUnavailable += 1
-      return .done(.unavailable(Self.unreachable))
-    }
-    let deadline = redisDeadline()
-    nextNonce += 1
-    let lost = LostReply(
-      ticket: request.ticket, session: request.session, nonce: "\(instance)-\(nextNonce)",
-      base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
-      resolveWithinMs: settings.resolveWithinMs)
-    let arguments = CommandCall.argv(
-      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce)
-    var rotated: KeyHash?
-    if case .rotateKey(let hash) = request.command { rotated = hash }
-    let sent = commands.send(arguments) { [weak self] result in
-      self?.commandAnswered(lost, rotated: rotated, result)
-    }
-    guard sent else {
-      stats.commandsUnavailable += 1
-      return .done(.unavailable(Self.unreachable))
-    }
-    stats.commandsSent += 1
-    return .pending
+    // Before `start` or after `stop` nothing can be ordered.
+    guard let ordering else { return .done(.unavailable(Self.unreachable)) }
+    return ordering.sequence(request)
   }
 
   public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
-    open[session] = OpenSession(keyHash: keyHash)
-    if isConnected { read(session) }
+    presence?.opened(session)
+    if let feed { feed.opened(session) } else { sessions.open(session) }
     return .loading
   }
 
   public func forgot(session: String) {
-    open[session] = nil
+    feed?.forgot(session)
+    presence?.forgot(session)
+    if feed == nil { sessions.close(session) }
     // Its keys go once no instance has it open; when Redis cannot be
     // reached now, their TTLs see to it.
-    guard isConnected else { return }
+    guard isConnected, let commands else { return }
     let arguments = [
       "FCALL", Self.function("forget"), "4", Self.sessionKey(session), Self.viewerKey(session),
       Self.instancesKey, Self.sessionIndexKey(instance), instance, session,
@@ -332,489 +277,19 @@ public final class RedisSequencer: CommandSequencer {
     commands.send(arguments) { _ in }
   }
 
-  // MARK: Replies and messages
+  // MARK: ViewerCountObserver
 
-  private func commandAnswered(
-    _ sent: LostReply, rotated: KeyHash?, _ result: Result<RedisReply, RedisError>
-  ) {
-    let ticket = sent.ticket
-    let session = sent.session
-    let outcome: SequenceOutcome
-    switch result {
-    case .success(let reply):
-      let parts = reply.elements?.compactMap(\.text) ?? []
-      switch (parts.first, parts.count) {
-      case ("ok", 2), ("ok", 3):
-        if parts.count == 3 { recordReset(session, parts[2]) }
-        guard let message = RecordMessage.parse(parts[1]), acceptable(message, from: "reply")
-        else {
-          outcome = .unavailable(Self.unreachable)
-          break
-        }
-        outcome = .applied(message.record)
-        if open[session] != nil, !open[session]!.loading {
-          open[session]!.revision = max(open[session]!.revision, message.record.revision)
-        }
-        if let rotated { open[session]?.keyHash = rotated }
-      case ("rejected", 2):
-        outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
-      case ("expired", 1):
-        outcome = .unavailable(Self.unreachable)
-      case ("epoch", 2):
-        outcome = .unavailable(Self.unreachable)
-        epochConflict(parts[1])
-      default:
-        outcome = .unavailable(Self.unreachable)
-      }
-    case .failure(let error) where error.kind == .disconnected || error.kind == .timeout:
-      // Sent, and the connection went before the reply: it may have applied.
-      log.warn(
-        "redis_reply_lost",
-        ["session": LogValue(session), "error": LogValue(error.description)])
-      replyLost(sent)
-      return
-    case .failure(let error):
-      log.warn("redis_command_failed", ["error": LogValue(error.description)])
-      outcome = .unavailable(Self.unreachable)
-    }
-    if case .unavailable = outcome { stats.commandsUnavailable += 1 }
-    let now = redisClock.nowMilliseconds()
-    deliver { [weak self] in self?.hub?.complete(ticket, outcome, now: now) }
-  }
-
-  /// Reads a session's hash (`countdown_v2_open`, which in key mode settles
-  /// its key) and hands it to the hub: its first state, or a reconciliation.
-  @discardableResult
-  private func read(_ session: String, then done: RedisConnection.Handler? = nil) -> Bool {
-    guard let entry = open[session] else { return true }
-    stats.rereads += 1
-    let arguments = [
-      "FCALL", Self.function("open"), "3", Self.sessionKey(session), Self.epochKey,
-      Self.positionKey, settings.epoch, session, entry.keyHash?.hex ?? "", channel,
-    ]
-    return commands.send(arguments) { [weak self] result in
-      self?.readAnswered(session, result)
-      done?(result)
-    }
-  }
-
-  private func readAnswered(_ session: String, _ result: Result<RedisReply, RedisError>) {
-    guard case .success(let reply) = result, let parts = reply.elements?.compactMap(\.text),
-      parts.count == 2 || parts.count == 3, var entry = open[session]
-    else {
-      // A failure drops the connection; the reconnect reads every session again.
-      return
-    }
-    if parts.count == 3 { recordReset(session, parts[2]) }
-    guard let message = RecordMessage.parse(parts[0]), acceptable(message, from: "read") else {
-      // Nothing sound to show: a session still loading shows its fresh
-      // record, and its first command writes a sound one.
-      guard entry.loading else { return }
-      entry.loading = false
-      open[session] = entry
-      let now = clock.nowMilliseconds()
-      deliver { [weak self] in
-        self?.hub?.loaded(
-          session: session, record: nil, keyHash: KeyHash(hex: parts[1]) ?? entry.keyHash, now: now)
-      }
-      return
-    }
-    let record = message.record
-    let storedKey = KeyHash(hex: parts[1])
-    let wasLoading = entry.loading
-    // A rotation whose message this instance missed (a reconnect, a gap).
-    let keyMoved = !wasLoading && storedKey != nil && storedKey != entry.keyHash
-    if storedKey != nil { entry.keyHash = storedKey }
-    entry.loading = false
-    entry.revision = max(entry.revision, record.revision)
-    open[session] = entry
-    let now = redisClock.nowMilliseconds()
-    deliver { [weak self] in
-      guard let hub = self?.hub else { return }
-      if wasLoading {
-        hub.loaded(session: session, record: record, keyHash: storedKey, now: now)
-      } else {
-        if keyMoved, let storedKey {
-          hub.keyChanged(session: session, keyHash: storedKey, now: now)
-        }
-        hub.adoptRemote(session: session, record: record, now: now)
-      }
-    }
-  }
-
-  /// Whether a record that came from Redis can be taken: its fields in
-  /// range (`SessionRecord.damage`) before any arithmetic on them. One that
-  /// cannot is logged with its session and dropped; the rest carry on.
-  private func acceptable(_ message: RecordMessage, from source: String) -> Bool {
-    guard let damage = message.record.damage else { return true }
-    stats.damagedRecords += 1
-    log.warn(
-      "redis_record_damaged",
-      [
-        "session": LogValue(message.session), "source": LogValue(source),
-        "damage": LogValue(damage),
-      ])
-    return false
-  }
-
-  /// A message on the changes channel that is no record at all.
-  private func unreadable(_ line: String) {
-    stats.damagedRecords += 1
-    let fields = line.split(separator: " ", maxSplits: 3)
-    log.warn(
-      "redis_record_damaged",
-      [
-        "session": LogValue(fields.count > 2 ? String(fields[2].prefix(64)) : ""),
-        "source": LogValue("message"), "damage": LogValue("not a record line"),
-      ])
-  }
-
-  /// The function found the session's hash damaged and replaced it.
-  private func recordReset(_ session: String, _ damage: String) {
-    stats.damagedRecords += 1
-    log.warn("redis_record_reset", ["session": LogValue(session), "damage": LogValue(damage)])
-  }
-
-  /// `key <session> <revision> <hash>`: a controller rotated the session's
-  /// key (here or elsewhere), so the old key stops working here too.
-  private func keyMessage(_ payload: String) {
-    let parts = payload.split(separator: " ", omittingEmptySubsequences: false)
-    guard parts.count == 4, UInt64(parts[2]) != nil, let hash = KeyHash(hex: String(parts[3]))
-    else { return }
-    let session = String(parts[1])
-    guard let entry = open[session], !entry.loading, entry.keyHash != hash else { return }
-    open[session]!.keyHash = hash
-    let now = clock.nowMilliseconds()
-    deliver { [weak self] in
-      self?.hub?.keyChanged(session: session, keyHash: hash, now: now)
-    }
-  }
-
-  private func subscriptionMessage(_ reply: RedisReply) {
-    guard let parts = reply.elements?.compactMap(\.text), parts.count == 3 else { return }
-    switch parts[0] {
-    case "subscribe":
-      subscribed = true
-      log.info("redis_subscribed", ["channel": LogValue(channel)])
-      reconcile()
-    case "message":
-      stats.messages += 1
-      if parts[2].hasPrefix("probe ") {
-        // Every instance's probe comes through; only its own is awaited.
-        if parts[2] == "probe \(instance)" { probeSentAt = nil }
-        return
-      }
-      if parts[2].hasPrefix("viewers ") {
-        viewersMessage(parts[2])
-        return
-      }
-      if parts[2].hasPrefix("key ") {
-        keyMessage(parts[2])
-        return
-      }
-      guard let message = RecordMessage.parse(parts[2]) else {
-        unreadable(parts[2])
-        return
-      }
-      guard acceptable(message, from: "message") else { return }
-      changed(message)
-    default:
-      break
-    }
-  }
-
-  private func changed(_ message: RecordMessage) {
-    let missed = position != 0 && message.position > position + 1
-    position = max(position, message.position)
-    if missed {
-      reconcile()
-      return
-    }
-    guard let entry = open[message.session] else { return }
-    guard message.epoch == settings.epoch else {
-      read(message.session)
-      return
-    }
-    let revision = message.record.revision
-    // Loading: the read in flight may predate this change, so read again after it.
-    if entry.loading || revision > entry.revision + 1 {
-      read(message.session)
-      return
-    }
-    guard revision > entry.revision else { return }
-    open[message.session]!.revision = revision
-    let now = redisClock.nowMilliseconds()
-    let record = message.record
-    deliver { [weak self] in
-      self?.hub?.adoptRemote(session: message.session, record: record, now: now)
-    }
-  }
-
-  // MARK: Lost replies
-
-  /// Every lost reply is resolved on the next connection, before the
-  /// reconcile; one whose connection does not come back in time (by
-  /// `resolveWithinMs` after the send) is answered `outcome_unknown`.
-  /// Meanwhile its session's later commands wait.
-  private func replyLost(_ lost: LostReply) {
-    let first = lostReplies.isEmpty
-    lostReplies[lost.nonce] = lost
-    if first { lostReplyTimer?.schedule(afterMs: lost.giveUpAt - monotonicMs()) }
-    if isConnected { resolve(lost) }
-  }
-
-  private func resolveLostReplies() {
-    for lost in lostReplies.values { resolve(lost) }
-  }
-
-  private func resolve(_ lost: LostReply) {
-    let arguments = [
-      "FCALL", Self.function("resolve"), "3", Self.sessionKey(lost.session), Self.epochKey,
-      Self.positionKey, settings.epoch, lost.session, lost.nonce, String(lost.base),
-      String(lost.deadline),
-    ]
-    commands.send(arguments) { [weak self] result in
-      guard let self, lostReplies[lost.nonce] != nil else { return }
-      let parts: [String]
-      switch result {
-      case .success(let reply): parts = reply.elements?.compactMap(\.text) ?? []
-      // The connection went again: the next one asks again.
-      case .failure(let error) where error.kind == .disconnected || error.kind == .timeout: return
-      case .failure: parts = []
-      }
-      let outcome: SequenceOutcome
-      switch (parts.first, parts.count, parts.count == 2 ? RecordMessage.parse(parts[1]) : nil) {
-      case ("applied", 2, let message?):
-        stats.lostRepliesApplied += 1
-        outcome = .applied(message.record)
-        if let entry = open[lost.session], !entry.loading {
-          open[lost.session]!.revision = max(entry.revision, message.record.revision)
-        }
-      case ("absent", 1, _):
-        stats.lostRepliesNotApplied += 1
-        stats.commandsUnavailable += 1
-        outcome = .unavailable(Self.unreachable)
-      default:
-        stats.lostRepliesUnknown += 1
-        outcome = .rejected(.outcomeUnknown)
-      }
-      finishLost(lost, outcome)
-    }
-  }
-
-  private func finishLost(_ lost: LostReply, _ outcome: SequenceOutcome) {
-    lostReplies[lost.nonce] = nil
-    log.info(
-      "redis_reply_resolved",
-      [
-        "session": LogValue(lost.session),
-        "outcome": LogValue(
-          {
-            switch outcome {
-            case .applied: "applied"
-            case .unavailable: "not_applied"
-            case .rejected: "unknown"
-            }
-          }()),
-      ])
-    let now = redisClock.nowMilliseconds()
-    deliver { [weak self] in self?.hub?.complete(lost.ticket, outcome, now: now) }
-  }
-
-  private func giveUpLostReplies() {
-    let now = monotonicMs()
-    for lost in lostReplies.values where lost.giveUpAt <= now {
-      stats.lostRepliesUnknown += 1
-      finishLost(lost, .rejected(.outcomeUnknown))
-    }
-    if let next = lostReplies.values.map(\.giveUpAt).min() {
-      lostReplyTimer?.schedule(afterMs: next - now)
-    }
-  }
-
-  // MARK: Viewer counts
-
-  /// Sends the counts that changed here, and about once a second beats the
-  /// heartbeat. Runs on the hub's thread (the loop's), so it reads the hub
-  /// directly.
-  private func pushViewers() {
-    viewerTimer?.schedule(afterMs: settings.viewerIntervalMs)
-    guard isConnected, let hub else { return }
-    // Each heartbeat renews a third of the TTL or a second, whichever is
-    // shorter, so that one late beat does not let the instance lapse.
-    let now = clock.nowMilliseconds()
-    if now - (heartbeatAt ?? .min / 2) >= min(1000, settings.heartbeatTTLMs / 3) {
-      heartbeat(first: heartbeatAt == nil)
-      renew()
-      heartbeatAt = now
-    }
-    for (session, entry) in open where !entry.loading {
-      guard hub.localViewers(of: session) ?? 0 != entry.sentViewers else { continue }
-      queueViewers(session)
-    }
-    pumpBulk()
-  }
-
-  /// Counts go through the bulk window too: thousands of viewers joining
-  /// at once must not queue a command behind thousands of counts.
-  private func queueViewers(_ session: String) {
-    if bulkViewers.insert(session).inserted { bulk.append(.viewers(session)) }
-  }
-
-  /// The count to send for `session` when its turn comes: the hub's, or for
-  /// one still loading (or not open here) the count last sent, if any.
-  private func viewersToSend(_ session: String) -> Int {
-    let entry = open[session]
-    guard let entry, !entry.loading else { return entry?.sentViewers ?? 0 }
-    return hub?.localViewers(of: session) ?? 0
-  }
-
-  /// Sends this instance's count of `session` (0 for one it does not have
-  /// open, which only recounts the sum) and shows the sum that comes back.
-  @discardableResult
-  private func sendViewers(
-    _ session: String, _ local: Int, then done: RedisConnection.Handler? = nil
-  ) -> Bool {
-    open[session]?.sentViewers = local
-    let arguments = [
-      "FCALL", Self.function("viewers"), "3", Self.viewerKey(session), Self.instancesKey,
-      Self.sessionIndexKey(instance), instance, String(local), channel, session,
-      String(settings.heartbeatTTLMs), open[session] == nil ? "0" : "1",
-    ]
-    return commands.send(arguments) { [weak self] result in
-      defer { done?(result) }
-      guard case .success(.array(let parts)) = result, parts.count == 2,
-        case .integer(let sum) = parts[0], case .integer(let version) = parts[1]
-      else { return }
-      self?.showViewers(session, sum: Int(sum), version: version)
-    }
-  }
-
-  /// Keeps the viewer hashes of the sessions open here (and this instance's
-  /// index) from expiring: each heartbeat renews the next slice of them, so
-  /// a round takes about `renewRoundMs` whatever the session count, and
-  /// Redis still gets a bounded call a second, not one per session.
-  private func renew() {
-    if renewQueue.isEmpty { renewQueue = open.filter { !$0.value.loading }.map(\.key) }
-    let batch = max(Self.renewBatch, open.count / Int(Self.renewRoundMs / 1000))
-    let slice = renewQueue.suffix(batch)
-    renewQueue.removeLast(slice.count)
-    let keys = [Self.sessionIndexKey(instance)] + slice.map(Self.viewerKey)
-    commands.send(["FCALL", Self.function("renew"), String(keys.count)] + keys) { _ in }
-  }
-
-  /// One call a second, whatever the session count. When this instance's own
-  /// heartbeat had lapsed (a stalled link), others may have dropped its counts:
-  /// it sends them all again. When another instance's has newly expired, this
-  /// one tries to reap it: the first instance to do so recounts the sessions
-  /// the dead one counted viewers in, once, and the others do nothing.
-  private func heartbeat(first: Bool) {
-    let arguments = [
-      "FCALL", Self.function("heartbeat"), "1", Self.instancesKey, instance,
-      String(settings.heartbeatTTLMs),
-    ]
-    commands.send(arguments) { [weak self] result in
-      guard let self, case .success(.array(let parts)) = result, parts.count == 2,
-        case .integer(let lapsed) = parts[0], let list = parts[1].elements
-      else { return }
-      let expired = Set(list.compactMap(\.text))
-      let newly = expired.subtracting(expiredInstances)
-      expiredInstances = expired
-      if !newly.isEmpty {
-        log.warn(
-          "cluster_instance_expired", ["instances": LogValue(newly.sorted().joined(separator: ","))]
-        )
-      }
-      if lapsed == 1 && !first {
-        log.warn("cluster_heartbeat_lapsed", ["instance": LogValue(instance)])
-      }
-      for dead in newly { reap(dead) }
-      guard lapsed == 1 else { return }
-      for (session, entry) in open where !entry.loading { queueViewers(session) }
-      pumpBulk()
-    }
-  }
-
-  private func reap(_ dead: String) {
-    let arguments = [
-      "FCALL", Self.function("reap"), "2", Self.instancesKey, Self.sessionIndexKey(dead), dead,
-    ]
-    commands.send(arguments) { [weak self] result in
-      guard let self, case .success(.array(let sessions)) = result else { return }
-      for session in sessions.compactMap(\.text) { queueViewers(session) }
-      pumpBulk()
-    }
-  }
-
-  /// The viewer sums taken from Redis: what a session's 32-bit count can show.
-  static let viewerSumRange = 0...Int(Int32.max)
-
-  /// `viewers <session> <sum> <instance> <version>`: the sum changed elsewhere.
-  private func viewersMessage(_ payload: String) {
-    let parts = payload.split(separator: " ")
-    guard parts.count == 5, parts[3] != instance, let sum = Int(parts[2]),
-      let version = Int64(parts[4])
-    else { return }
-    let session = String(parts[1])
-    guard let entry = open[session], !entry.loading else { return }
-    showViewers(session, sum: sum, version: version)
-  }
-
-  /// A sum arrives both as a reply and as a message, on two connections: the
-  /// version keeps an older one from overwriting a newer.
-  private func showViewers(_ session: String, sum: Int, version: Int64) {
-    // A sum from Redis is input: out of a count's range it would overflow
-    // the subtraction below, or the hub's sum with this instance's viewers.
-    guard Self.viewerSumRange.contains(sum), let entry = open[session],
-      version > entry.viewerVersion
-    else { return }
-    open[session]!.viewerVersion = version
-    let others = max(0, sum - (entry.sentViewers ?? 0))
-    let now = redisClock.nowMilliseconds()
-    deliver { [weak self] in
-      self?.hub?.setRemoteViewers(session: session, count: others, now: now)
-    }
+  public func localViewersChanged(session: String, count: Int) {
+    presence?.localViewersChanged(session: session, count: count)
   }
 
   // MARK: Connections
-
-  private func commandsUp() {
-    log.info("redis_connected", ["connection": LogValue("commands")])
-    // First, so that loading the library does not lengthen its round trip.
-    measureClock(fresh: true)
-    // Redis may have restarted without persistence: the library and the
-    // epoch come back first, in order on this connection, before any read.
-    commands.send(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source]) { [weak self] result in
-      if case .failure(let error) = result {
-        self?.log.error("redis_function_load_failed", ["error": LogValue(error.description)])
-      }
-    }
-    commands.send(["SET", Self.epochKey, settings.epoch, "NX"]) { _ in }
-    commands.send(["GET", Self.epochKey]) { [weak self] result in
-      guard let self else { return }
-      guard case .success(let reply) = result else {
-        // An error reply (a Redis still loading its data says LOADING) would
-        // leave this connection up and never answering: try it anew.
-        if case .failure(let error) = result, error.kind == .reply {
-          commands.reset(error)
-        }
-        return
-      }
-      if let epoch = reply.text, epoch != settings.epoch {
-        epochConflict(epoch)
-        return
-      }
-      answering = true
-      resolveLostReplies()
-      reconcile()
-    }
-  }
 
   /// Redis's clock against ours: at each connect, and at each check so that
   /// it follows a clock that drifts.
   private func measureClock(fresh: Bool) {
     let asked = clock.nowMicroseconds()
-    commands.send(["TIME"]) { [weak self] result in
+    commands?.send(["TIME"]) { [weak self] result in
       guard let self, case .success(let reply) = result,
         let micros = RedisClock.micros(ofTime: reply)
       else { return }
@@ -823,127 +298,10 @@ public final class RedisSequencer: CommandSequencer {
     }
   }
 
-  private func subscriberUp() {
-    log.info("redis_connected", ["connection": LogValue("subscriber")])
-    subscriber.subscribe(channel) { [weak self] result in
-      if case .success(let reply) = result { self?.subscriptionMessage(reply) }
-    }
-  }
-
-  private func down(_ name: String, _ error: RedisError) {
-    staleTimer?.schedule(afterMs: Self.staleAfterMs)
-    stats.reconnects += 1
-    log.warn(
-      "redis_disconnected", ["connection": LogValue(name), "error": LogValue(error.description)])
-  }
-
-  /// Subscribed and able to send: read the position, then every open
-  /// session, and adopt what is newer. Changes after the position read
-  /// arrive as messages.
-  private func reconcile() {
-    guard isConnected else { return }
-    staleTimer?.cancel()
-    tellStale(false)
-    commands.send(["GET", Self.positionKey]) { [weak self] result in
-      guard let self, case .success(let reply) = result else { return }
-      position = max(position, RecordMessage.position(reply.text ?? "0") ?? 0)
-    }
-    for session in open.keys where bulkReads.insert(session).inserted {
-      bulk.append(.read(session))
-    }
-    pumpBulk()
-  }
-
-  /// Sends waiting bulk work while fewer than `bulkWindow` are in flight.
-  private func pumpBulk() {
-    while bulkInFlight < Self.bulkWindow, bulkHead < bulk.count {
-      let item = bulk[bulkHead]
-      bulkHead += 1
-      let done: RedisConnection.Handler = { [weak self] _ in
-        guard let self else { return }
-        bulkInFlight -= 1
-        pumpBulk()
-      }
-      let sent: Bool
-      switch item {
-      case .read(let session):
-        bulkReads.remove(session)
-        guard open[session] != nil else { continue }
-        sent = read(session, then: done)
-      case .viewers(let session):
-        bulkViewers.remove(session)
-        sent = sendViewers(session, viewersToSend(session), then: done)
-      }
-      guard sent else {
-        // The connection is down: what it comes back to sends it all again.
-        dropBulk()
-        return
-      }
-      bulkInFlight += 1
-      stats.peakBulkInFlight = max(stats.peakBulkInFlight, bulkInFlight)
-    }
-    if bulkHead == bulk.count {
-      bulk.removeAll(keepingCapacity: true)
-      bulkHead = 0
-    }
-  }
-
-  private func dropBulk() {
-    bulk.removeAll()
-    bulkHead = 0
-    bulkReads.removeAll()
-    bulkViewers.removeAll()
-  }
-
-  /// Pub/Sub drops messages silently (a slow subscriber, a brief partition):
-  /// a position Redis had one check ago that never arrived means a lost one.
-  private func check() {
-    checkTimer?.schedule(afterMs: settings.checkIntervalMs)
-    guard isConnected else {
-      checkedPosition = nil
-      return
-    }
-    if let checkedPosition, position < checkedPosition { reconcile() }
-    // A subscribed connection hears nothing when nothing changes, and
-    // hiredis 0.14 loses the answer to a PING sent on one: so this instance
-    // publishes a probe to itself, and a probe that has not come back by the
-    // next check means the subscription is dead.
-    if let probe = probeSentAt, monotonicMs() - probe > settings.timeoutMs {
-      probeSentAt = nil
-      subscribed = false
-      subscriber.reset(RedisError(.timeout, "subscriber: a probe did not come back"))
-      return
-    }
-    measureClock(fresh: false)
-    if probeSentAt == nil {
-      probeSentAt = monotonicMs()
-      commands.send(["PUBLISH", channel, "probe \(instance)"]) { _ in }
-    }
-    commands.send(["GET", Self.positionKey]) { [weak self] result in
-      guard case .success(let reply) = result else { return }
-      self?.checkedPosition = RecordMessage.position(reply.text ?? "0") ?? 0
-    }
-  }
-
-  private func tellStale(_ stale: Bool) {
-    guard stale != toldStale else { return }
-    toldStale = stale
-    log.info("cluster_state", ["stale": LogValue(stale ? "yes" : "no")])
-    let now = redisClock.nowMilliseconds()
-    deliver { [weak self] in self?.hub?.setStale(stale, now: now) }
-  }
-
   private func epochConflict(_ clusterEpoch: String) {
     log.error(
       "cluster_epoch_changed",
       ["ours": LogValue(settings.epoch), "cluster": LogValue(clusterEpoch)])
     onEpochConflict?(clusterEpoch)
-  }
-
-  /// The Redis time after which a command must not be applied: half the
-  /// timeout on, so that the offset's error (within a round trip) cannot
-  /// let Redis apply a command after this instance answered unavailable.
-  private func redisDeadline() -> Int64 {
-    redisClock.nowMilliseconds() + settings.timeoutMs / 2
   }
 }

@@ -142,13 +142,7 @@ if let redis = options.redis {
     stored.epoch = epoch
     serverClock = redisClock
     let settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
-    cluster = RedisSequencer(settings: settings, clock: redisClock) {
-      work in
-      // hiredis runs on the service thread's loop, but outside lws's
-      // callbacks: the queue runs the work and then pushes what changed.
-      let box = UncheckedWork(work)
-      server.serviceQueue.post { MainActor.assumeIsolated { box.work() } }
-    }
+    cluster = RedisSequencer(settings: settings, clock: redisClock)
     log.info("cluster_joined", ["redis": LogValue(redis.description), "epoch": LogValue(epoch)])
   } catch {
     log.error(
@@ -208,6 +202,9 @@ if let store {
 }
 stored.sessions = []
 let server = CountdownServer(config: options.server, hub: hub, clock: serverClock)
+// hiredis runs on the service thread's loop, outside lws's callbacks: what
+// a Redis reply changed in the hub is pushed to lws at once.
+cluster?.onHubChanged = { server.pushHubChanges() }
 // The writer thread's results reach the hub on the service thread, which is
 // this (the main) thread: `run` below is called from here.
 store?.onCompleted = { [queue = server.serviceQueue] completions in
@@ -296,10 +293,3 @@ store?.close()
 log.info("stopped")
 log.flush()
 exit(clusterExitCode)
-
-/// A closure that stays on the service thread, carried through the queue's
-/// Sendable requirement.
-struct UncheckedWork: @unchecked Sendable {
-  let work: () -> Void
-  init(_ work: @escaping () -> Void) { self.work = work }
-}

@@ -478,7 +478,7 @@ final class HeldSequencer: CommandSequencer {
       case .success(let running) = SessionRecord().applying(
         .start(.seconds(60), finishedLabel: nil), at: t0 - 10_000)
     else { return }
-    hub.loaded(session: "s", record: running, keyHash: nil, now: t0 + 5)
+    hub.apply(.loaded(session: "s", record: running, keyHash: nil), now: t0 + 5)
     var names: [ConnectionID] = []
     hub.drainWritable { names.append($0) }
     #expect(names.contains(a.id))
@@ -497,7 +497,7 @@ final class HeldSequencer: CommandSequencer {
     let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
     var a = FakeViewer(id: hub.join("s", now: t0))
     var early = FakeViewer(id: hub.join("s", key: "elsewhere", now: t0))
-    hub.loaded(session: "s", record: nil, keyHash: KeyHash(of: "elsewhere"), now: t0)
+    hub.apply(.loaded(session: "s", record: nil, keyHash: KeyHash(of: "elsewhere")), now: t0)
     a.read(from: hub, now: t0)
     early.read(from: hub, now: t0)
     #expect(early.messages.first?["role"] as? String == "controller")
@@ -520,12 +520,12 @@ final class HeldSequencer: CommandSequencer {
         .start(.seconds(60), finishedLabel: nil), at: t0),
       case .success(let second) = first.applying(.pause, at: t0 + 1000)
     else { return }
-    hub.adoptRemote(session: "s", record: second, now: t0 + 1000)
-    hub.adoptRemote(session: "s", record: first, now: t0 + 1001)
+    hub.apply(.adopted(session: "s", record: second), now: t0 + 1000)
+    hub.apply(.adopted(session: "s", record: first), now: t0 + 1001)
     a.read(from: hub, now: t0 + 1001)
     #expect(a.state["phase"] as? String == "paused")
     #expect(a.state["remainingMs"] as? Int64 == 59_000)
-    hub.adoptRemote(session: "absent", record: second, now: t0)
+    hub.apply(.adopted(session: "absent", record: second), now: t0)
     #expect(hub.state(of: "absent") == nil)
   }
 }
@@ -540,14 +540,14 @@ final class HeldSequencer: CommandSequencer {
     a.read(from: hub, now: t0)
     b.read(from: hub, now: t0)
     #expect(a.state["stale"] as? Bool == false)
-    hub.setStale(true, now: t0 + 1)
-    hub.setStale(true, now: t0 + 2)
+    hub.apply(.stale(true), now: t0 + 1)
+    hub.apply(.stale(true), now: t0 + 2)
     a.read(from: hub, now: t0 + 2)
     b.read(from: hub, now: t0 + 2)
     #expect(a.state["stale"] as? Bool == true)
     #expect(b.state["stale"] as? Bool == true)
     #expect(a.messages.filter { $0["type"] as? String == "patch" }.count == 1)
-    hub.setStale(false, now: t0 + 3)
+    hub.apply(.stale(false), now: t0 + 3)
     a.read(from: hub, now: t0 + 3)
     #expect(a.state["stale"] as? Bool == false)
   }

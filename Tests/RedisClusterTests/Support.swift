@@ -156,8 +156,7 @@ final class Instance {
     settings.timeoutMs = timeoutMs
     settings.checkIntervalMs = checkIntervalMs
     settings.heartbeatTTLMs = heartbeatTTLMs
-    // On one thread the hub can be called at once; the server posts instead.
-    sequencer = RedisSequencer(settings: settings) { $0() }
+    sequencer = RedisSequencer(settings: settings)
     var config = HubConfig()
     config.control = control
     hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
