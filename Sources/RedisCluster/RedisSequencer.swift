@@ -198,7 +198,9 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
       }
     }
     bulk.onDrop = { [unowned presence] in presence.requeue($0) }
-    commands.onUp = { [unowned self] in
+    // Unowned throughout: the connections and the parts hold each other's
+    // closures, and none may keep the others alive past this coordinator.
+    commands.onUp = { [unowned self, unowned feed] in
       log.info("redis_connected", ["connection": LogValue("commands")])
       // First, so that loading the library does not lengthen its round trip.
       measureClock(fresh: true)

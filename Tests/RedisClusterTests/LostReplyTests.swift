@@ -25,7 +25,7 @@ import Testing
   func instance(resolveWithinMs: Int64 = 5000) -> (Hub, RedisSequencer) {
     var settings = RedisSequencer.Settings(address: relay.address, epoch: epoch)
     settings.resolveWithinMs = resolveWithinMs
-    let sequencer = RedisSequencer(settings: settings) { $0() }
+    let sequencer = RedisSequencer(settings: settings)
     let hub = Hub(config: HubConfig(), epoch: epoch, sequencer: sequencer)
     sequencer.hub = hub
     sequencer.start(on: loop)

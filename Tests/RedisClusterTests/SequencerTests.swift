@@ -329,8 +329,7 @@ import Testing
   /// connections without running callbacks into freed objects.
   @Test func releasedWithoutStop() {
     var sequencer: RedisSequencer? = RedisSequencer(
-      settings: RedisSequencer.Settings(address: redis.address, epoch: epoch)
-    ) { $0() }
+      settings: RedisSequencer.Settings(address: redis.address, epoch: epoch))
     sequencer?.start(on: loop)
     waitFor(loop, "the connection") { sequencer?.isConnected == true }
     _ = sequencer?.created(session: "gone", record: SessionRecord(), keyHash: nil)
@@ -344,7 +343,7 @@ import Testing
   @Test func reconcileReadsEverySessionInABoundedWindow() throws {
     let a = Instance(redis, loop: loop, epoch: epoch)
     waitFor(loop, "the connections") { a.sequencer.isConnected }
-    let count = RedisSequencer.bulkWindow * 2 + 188
+    let count = BulkWindow.defaultSize * 2 + 188
     var viewers = (0..<count).map { Viewer(a.hub, "w-\($0)") }
     waitFor(loop, "every snapshot") {
       for index in viewers.indices { viewers[index].read(a.hub) }
@@ -359,7 +358,7 @@ import Testing
       viewers[0].read(a.hub)
       return a.sequencer.stats.rereads >= before + count && viewers[0].reply(1) != nil
     }
-    #expect(a.sequencer.stats.peakBulkInFlight == RedisSequencer.bulkWindow)
+    #expect(a.sequencer.stats.peakBulkInFlight == BulkWindow.defaultSize)
     #expect(viewers[0].reply(1)?["type"] as? String == "ack")
   }
 }
