@@ -50,12 +50,14 @@ struct CommandGate {
         CommandError(.rateLimited, "more than \(Int(rate)) commands a second"), op: nil)
     }
     let message: ClientMessage
-    switch WireCodec.decode(text) {
+    switch WireCodec.decode(text, defaultSeconds: config.session.defaultSeconds) {
     case .failure(let error): return .refuse(error, op: nil)
     case .success(let decoded): message = decoded
     }
-    let command: SessionCommand
-    switch message.command {
+    func forbidden(_ op: SessionCommand.Op) -> Outcome {
+      .refuse(CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: op.rawValue)
+    }
+    switch message.request {
     case .ping(let t): return .ping(t: t)
     case .auth(let key): return .auth(key: key, id: message.id)
     case .rotateKey:
@@ -63,24 +65,13 @@ struct CommandGate {
         return .refuse(
           CommandError(
             .badRequest, "rotate_key needs a server started with --control key", id: message.id),
-          op: "rotate_key")
+          op: SessionCommand.Op.rotateKey.rawValue)
       }
-      guard isController else {
-        return .refuse(
-          CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: "rotate_key")
-      }
+      guard isController else { return forbidden(.rotateKey) }
       return .rotateKey(id: message.id)
-    case .start(let length, let label):
-      command = .start(length ?? .seconds(config.session.defaultSeconds), finishedLabel: label)
-    case .cancel: command = .cancel
-    case .pause: command = .pause
-    case .resume: command = .resume
-    case .adjust(let seconds): command = .adjust(seconds: seconds)
+    case .command(let command):
+      guard isController else { return forbidden(command.op) }
+      return .command(command, id: message.id)
     }
-    guard isController else {
-      return .refuse(
-        CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: command.op)
-    }
-    return .command(command, id: message.id)
   }
 }

@@ -690,7 +690,7 @@ public final class Hub {
   private func finish(
     _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
   ) {
-    let op = pending.command.op
+    let op = pending.command.op.rawValue
     let answer: [UInt8]
     var placeKept = false
     switch outcome {

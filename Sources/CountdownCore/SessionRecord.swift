@@ -1,5 +1,8 @@
-/// What a controller asks of a session, admitted and typed: the input of the
-/// command path (admit → sequence → apply).
+/// What a controller asks of a session, admitted and typed: the one schema of
+/// the command path, from the decoder (`WireCodec.decode`) through the gate
+/// and the sequencer to the rules (`SessionRecord.applying`) and Redis's
+/// function (`CommandCall`). A new op is a case here plus its rules; every
+/// switch over it is exhaustive, so the compiler names each place to change.
 public enum SessionCommand: Equatable, Sendable {
   /// `length` is already resolved: a start that named no length has the server's default.
   case start(StartLength, finishedLabel: String?)
@@ -10,17 +13,27 @@ public enum SessionCommand: Equatable, Sendable {
   case adjust(seconds: Int)
   /// Replaces the session's controller key (key mode): the hash of the new
   /// key, which the sequencer stores so the old key stops working everywhere.
+  /// The hub makes the key when it admits the request (`ClientRequest.rotateKey`).
   case rotateKey(KeyHash)
 
-  /// The wire's name for the command, as counted in metrics.
-  public var op: String {
+  /// The ops, by their name on the wire and in metrics, and in Redis's function.
+  public enum Op: String, CaseIterable, Sendable {
+    case start
+    case cancel
+    case pause
+    case resume
+    case adjust
+    case rotateKey = "rotate_key"
+  }
+
+  public var op: Op {
     switch self {
-    case .start: "start"
-    case .cancel: "cancel"
-    case .pause: "pause"
-    case .resume: "resume"
-    case .adjust: "adjust"
-    case .rotateKey: "rotate_key"
+    case .start: .start
+    case .cancel: .cancel
+    case .pause: .pause
+    case .resume: .resume
+    case .adjust: .adjust
+    case .rotateKey: .rotateKey
     }
   }
 }
@@ -35,14 +48,24 @@ public enum StartLength: Equatable, Sendable {
 /// The durable facts of one session: all that storage or a cluster keeps for
 /// a restart to bring the session back. Ticks, labels and viewer counts are
 /// derived from it, never stored, so the write load is one record per command.
+///
+/// The phase carries the one time it needs (`status`), so a running record
+/// always has its deadline and a paused one its time left. Storage sees the
+/// record flat (`fields`) and comes back through `init(validating:)`.
 public struct SessionRecord: Equatable, Sendable {
-  public var phase: Phase
+  /// The phase with its time.
+  public enum Status: Equatable, Sendable {
+    case idle
+    /// The deadline in epoch ms.
+    case running(endsAt: Int64)
+    /// The exact time left in ms.
+    case paused(remainingMs: Int64)
+    case finished
+  }
+
+  public var status: Status
   /// Seconds of the current or last run, adjustments included.
   public var duration: Int
-  /// The deadline in epoch ms, while running.
-  public var endsAt: Int64?
-  /// The exact time left in ms, while paused.
-  public var remainingMs: Int64?
   /// The run's own finished label, when its start named one.
   public var finishedLabel: String?
   /// The session's seq when the command that wrote this record was applied.
@@ -53,17 +76,36 @@ public struct SessionRecord: Equatable, Sendable {
   public var updatedAt: Int64
 
   public init(
-    phase: Phase = .idle, duration: Int = 0, endsAt: Int64? = nil, remainingMs: Int64? = nil,
-    finishedLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0
+    _ status: Status = .idle, duration: Int = 0, finishedLabel: String? = nil, seq: UInt64 = 0,
+    revision: UInt64 = 0, updatedAt: Int64 = 0
   ) {
-    self.phase = phase
+    self.status = status
     self.duration = duration
-    self.endsAt = endsAt
-    self.remainingMs = remainingMs
     self.finishedLabel = finishedLabel
     self.seq = seq
     self.revision = revision
     self.updatedAt = updatedAt
+  }
+
+  public var phase: Phase {
+    switch status {
+    case .idle: .idle
+    case .running: .running
+    case .paused: .paused
+    case .finished: .finished
+    }
+  }
+
+  /// The deadline, while running.
+  public var endsAt: Int64? {
+    if case .running(let endsAt) = status { return endsAt }
+    return nil
+  }
+
+  /// The time left, while paused.
+  public var remainingMs: Int64? {
+    if case .paused(let remainingMs) = status { return remainingMs }
+    return nil
   }
 
   /// Limits of the commands, shared with the page through `Public/constants.js`.
@@ -93,47 +135,15 @@ public struct SessionRecord: Equatable, Sendable {
     return !scalars.contains { $0.value < 0x20 || $0.value == 0x7F }
   }
 
-  /// Why a record that came from outside (a database row, a Redis hash or
-  /// message) cannot be taken as it is, or nil when every field is in range
-  /// and agrees with its phase. Callers check it before any arithmetic.
-  public var damage: String? {
-    guard Self.durationRange.contains(duration) else { return "duration \(duration) out of range" }
-    guard Self.epochMsRange.contains(updatedAt) else {
-      return "updatedAt \(updatedAt) out of range"
-    }
-    guard seq <= Self.maxCounter, revision <= Self.maxCounter else {
-      return "seq or revision out of range"
-    }
-    if let finishedLabel, !Self.isValidFinishedLabel(finishedLabel) {
-      return "finishedLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text"
-    }
-    switch phase {
-    case .running:
-      guard let endsAt, Self.epochMsRange.contains(endsAt), remainingMs == nil else {
-        return "a running record needs endsAt in range and no remainingMs"
-      }
-      // No command sets a deadline more than the longest run past its own
-      // time; a later one would overflow the 32-bit seconds a tick shows.
-      guard endsAt - updatedAt <= Self.aheadMsRange.upperBound else {
-        return "a running record's endsAt is more than 30 days after its updatedAt"
-      }
-    case .paused:
-      guard let remainingMs, (1...Self.aheadMsRange.upperBound).contains(remainingMs), endsAt == nil
-      else { return "a paused record needs remainingMs in range and no endsAt" }
-    case .idle, .finished:
-      guard endsAt == nil, remainingMs == nil else {
-        return "an \(phase.rawValue) record holds no endsAt or remainingMs"
-      }
-    }
-    return nil
-  }
+  /// Why the record could not have come from the command rules (a field out
+  /// of range), or nil: what `init(validating:)` checks beyond the shape.
+  public var damage: String? { fields.damage }
 
   /// The record as it stands at `now`: a run whose deadline has passed is finished.
   public func settled(at now: Int64) -> SessionRecord {
-    guard phase == .running, let endsAt, endsAt <= now else { return self }
+    guard case .running(let endsAt) = status, endsAt <= now else { return self }
     var copy = self
-    copy.phase = .finished
-    copy.endsAt = nil
+    copy.status = .finished
     return copy
   }
 
@@ -150,10 +160,10 @@ public struct SessionRecord: Equatable, Sendable {
   public func applying(_ command: SessionCommand, at: Int64) -> Result<SessionRecord, ErrorCode> {
     guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
     var next = settled(at: at)
-    switch (command, next.phase) {
+    switch (command, next.status) {
     case (.start, .running), (.start, .paused):
       return .failure(.busy)
-    case (.start(let length, let label), _):
+    case (.start(let length, let label), .idle), (.start(let length, let label), .finished):
       if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
       let endsAt: Int64
       switch length {
@@ -168,40 +178,33 @@ public struct SessionRecord: Equatable, Sendable {
         else { return .failure(.badRequest) }
         endsAt = deadline
       }
-      next.phase = .running
-      next.endsAt = endsAt
-      next.remainingMs = nil
+      next.status = .running(endsAt: endsAt)
       next.duration = Int(Self.wholeSeconds(endsAt - at))
       next.finishedLabel = label
     case (.cancel, .running), (.cancel, .paused):
-      next.phase = .idle
-      next.endsAt = nil
-      next.remainingMs = nil
-    case (.cancel, _):
+      next.status = .idle
+    case (.cancel, .idle), (.cancel, .finished):
       return .failure(.notRunning)
-    case (.pause, _) where next.phase != .running:
-      return .failure(.notRunning)
-    case (.pause, _):
+    case (.pause, .running(let endsAt)):
       // A clock stepped back by weeks could leave more than a run may hold.
-      guard let endsAt = next.endsAt, let left = Self.span(from: at, to: endsAt) else {
-        return .failure(.badRequest)
-      }
-      next.phase = .paused
-      next.remainingMs = min(left, Self.aheadMsRange.upperBound)
-      next.endsAt = nil
-    case (.resume, .paused):
-      guard let left = next.remainingMs, let endsAt = Self.moment(at, plusMs: left) else {
-        return .failure(.badRequest)
-      }
-      next.phase = .running
-      next.endsAt = endsAt
-      next.remainingMs = nil
-    case (.resume, _):
+      guard let left = Self.span(from: at, to: endsAt) else { return .failure(.badRequest) }
+      next.status = .paused(remainingMs: min(left, Self.aheadMsRange.upperBound))
+    case (.pause, .idle), (.pause, .paused), (.pause, .finished):
+      return .failure(.notRunning)
+    case (.resume, .paused(let left)):
+      guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
+      next.status = .running(endsAt: endsAt)
+    case (.resume, .idle), (.resume, .running), (.resume, .finished):
       return .failure(.notPaused)
     case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
       guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
       let delta = Int64(seconds) * 1000
-      let before = next.endsAt.flatMap { Self.span(from: at, to: $0) } ?? next.remainingMs
+      let before: Int64?
+      switch next.status {
+      case .running(let endsAt): before = Self.span(from: at, to: endsAt)
+      case .paused(let remainingMs): before = remainingMs
+      case .idle, .finished: before = nil
+      }
       guard let before, case (let left, false) = before.addingReportingOverflow(delta),
         left <= Self.aheadMsRange.upperBound
       else { return .failure(.badRequest) }
@@ -209,16 +212,14 @@ public struct SessionRecord: Equatable, Sendable {
       next.duration = min(
         Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
       if left <= 0 {
-        next.phase = .finished
-        next.endsAt = nil
-        next.remainingMs = nil
-      } else if next.phase == .running {
+        next.status = .finished
+      } else if case .running = next.status {
         guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
-        next.endsAt = endsAt
+        next.status = .running(endsAt: endsAt)
       } else {
-        next.remainingMs = left
+        next.status = .paused(remainingMs: left)
       }
-    case (.adjust, _):
+    case (.adjust, .idle), (.adjust, .finished):
       return .failure(.notRunning)
     case (.rotateKey, _):
       // The key hash is kept beside the record, not in it; the revision

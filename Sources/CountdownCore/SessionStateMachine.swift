@@ -171,20 +171,19 @@ public struct SessionStateMachine: Sendable {
 
   /// The session's durable facts now: what a store keeps.
   public var record: SessionRecord {
-    var record = SessionRecord(
-      phase: phase, duration: Int(duration), seq: seq, revision: revision, updatedAt: updatedAt)
+    let status: SessionRecord.Status
+    let label: String?
     switch state {
-    case .idle: break
-    case .running(let endsAt, let label):
-      record.endsAt = endsAt
-      record.finishedLabel = label
-    case .paused(let remainingMs, let label):
-      record.remainingMs = remainingMs
-      record.finishedLabel = label
-    case .finished(let label):
-      record.finishedLabel = label
+    case .idle: (status, label) = (.idle, nil)
+    case .running(let endsAt, let finishedLabel):
+      (status, label) = (.running(endsAt: endsAt), finishedLabel)
+    case .paused(let remainingMs, let finishedLabel):
+      (status, label) = (.paused(remainingMs: remainingMs), finishedLabel)
+    case .finished(let finishedLabel): (status, label) = (.finished, finishedLabel)
     }
-    return record
+    return SessionRecord(
+      status, duration: Int(duration), finishedLabel: label, seq: seq, revision: revision,
+      updatedAt: updatedAt)
   }
 
   /// The state every viewer has been (or is being) sent, at `seq`.
@@ -247,13 +246,11 @@ public struct SessionStateMachine: Sendable {
     revision = record.revision
     updatedAt = record.updatedAt
     duration = Int32(clamping: record.duration)
-    switch record.phase {
-    case .running:
-      let endsAt = record.endsAt ?? now
+    switch record.status {
+    case .running(let endsAt):
       state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
       remaining = Self.wholeSeconds(from: now, to: endsAt)
-    case .paused:
-      let left = record.remainingMs ?? 0
+    case .paused(let left):
       state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
       remaining = Int32(clamping: SessionRecord.wholeSeconds(left))
     case .idle:

@@ -15,22 +15,24 @@ public enum ErrorCode: String, Error, Equatable, Sendable, CaseIterable {
   case outcomeUnknown = "outcome_unknown"
 }
 
-/// A command from a client, decoded and validated.
-public enum ClientCommand: Equatable, Sendable {
-  /// `length` is nil when the client named neither `seconds` nor `until`:
-  /// the server's default applies.
-  case start(StartLength?, finishedLabel: String?)
-  case cancel
-  case pause
-  case resume
-  case adjust(seconds: Int)
+/// A message from a client, decoded and validated: a session command, or
+/// one of the few requests the hub answers without sequencing.
+public enum ClientRequest: Equatable, Sendable {
+  case command(SessionCommand)
+  /// A controller asks for a new key; the old one stops working. The hub
+  /// makes the key, then sequences `SessionCommand.rotateKey` with its hash.
+  case rotateKey
   /// Clock-offset probe: `t` is the client's send time, echoed verbatim in the pong.
   case ping(t: String)
   /// Presents a controller key after the handshake, so that it need not
   /// travel in the URL (where proxies and browser history keep it).
   case auth(key: String)
-  /// A controller asks for a new key; the old one stops working.
-  case rotateKey
+
+  /// The ops that are not session commands (`SessionCommand.Op`).
+  public enum MessageOp: String, CaseIterable, Sendable {
+    case ping
+    case auth
+  }
 }
 
 /// Why a client message was refused, with the `id` to echo (nil when it had none).
@@ -66,9 +68,9 @@ public struct CommandID: Equatable, Sendable {
   }
 }
 
-/// A decoded message: the command and its id.
+/// A decoded message: the request and its id.
 public struct ClientMessage: Equatable, Sendable {
-  public var command: ClientCommand
+  public var request: ClientRequest
   public var id: CommandID?
 }
 
@@ -97,8 +99,11 @@ public enum WireCodec {
     return "\"\(String(cut))…\""
   }
 
-  /// Decodes one text frame. Every failure names the error code the client gets.
-  public static func decode(_ text: [UInt8]) -> Result<ClientMessage, CommandError> {
+  /// Decodes one text frame. Every failure names the error code the client
+  /// gets. A start that names no length runs `defaultSeconds`.
+  public static func decode(
+    _ text: [UInt8], defaultSeconds: Int
+  ) -> Result<ClientMessage, CommandError> {
     let value: JSONValue
     do throws(JSONParseError) {
       value = try JSONParser.parse(text)
@@ -130,23 +135,54 @@ public enum WireCodec {
     func fail(_ message: String) -> Result<ClientMessage, CommandError> {
       .failure(CommandError(.badRequest, message, id: id))
     }
-    guard case .string(let op)? = fields["op"] else { return fail("op must be a string") }
+    guard case .string(let name)? = fields["op"] else { return fail("op must be a string") }
+    let request: ClientRequest
+    if let op = SessionCommand.Op(rawValue: name) {
+      switch decodeCommand(op, fields, defaultSeconds: defaultSeconds) {
+      case .success(let decoded): request = decoded
+      case .failure(let failure): return fail(failure.message)
+      }
+    } else if let op = ClientRequest.MessageOp(rawValue: name) {
+      switch op {
+      case .ping:
+        // Echoed verbatim, so only a short literal the page can read back as a finite number.
+        guard case .number(let t)? = fields["t"], t.utf8.count <= maxPingTLength,
+          Double(t)?.isFinite == true
+        else {
+          return fail("t must be a finite number of at most \(maxPingTLength) characters")
+        }
+        request = .ping(t: t)
+      case .auth:
+        guard case .string(let key)? = fields["key"], key.unicodeScalars.count <= Self.maxKeyLength
+        else { return fail("key must be a string of at most \(Self.maxKeyLength) characters") }
+        request = .auth(key: key)
+      }
+    } else {
+      return fail("unknown op \(echo(name))")
+    }
+    return .success(ClientMessage(request: request, id: id))
+  }
+
+  /// A session command's fields, or the message of the `bad_request` they get.
+  private static func decodeCommand(
+    _ op: SessionCommand.Op, _ fields: [String: JSONValue], defaultSeconds: Int
+  ) -> Result<ClientRequest, DecodeFailure> {
     switch op {
-    case "start":
+    case .start:
       var length: StartLength?
       if let raw = fields["seconds"] {
         guard let value = raw.integer, SessionRecord.secondsRange.contains(value) else {
-          return fail(
+          return .failure(
             "seconds must be an integer from \(SessionRecord.secondsRange.lowerBound) to \(SessionRecord.secondsRange.upperBound)"
           )
         }
         length = .seconds(value)
       }
       if let raw = fields["until"] {
-        guard length == nil else { return fail("give seconds or until, not both") }
+        guard length == nil else { return .failure("give seconds or until, not both") }
         let range = SessionRecord.epochMsRange
         guard let value = raw.integer, range.contains(Int64(value)) else {
-          return fail(
+          return .failure(
             "until must be an integer from \(range.lowerBound) to \(range.upperBound): a deadline in epoch milliseconds"
           )
         }
@@ -155,42 +191,38 @@ public enum WireCodec {
       var finishedLabel: String?
       if let raw = fields["finishedLabel"] {
         guard case .string(let label) = raw, SessionRecord.isValidFinishedLabel(label) else {
-          return fail(
+          return .failure(
             "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters, none of them a control character"
           )
         }
         finishedLabel = label
       }
-      return .success(ClientMessage(command: .start(length, finishedLabel: finishedLabel), id: id))
-    case "cancel":
-      return .success(ClientMessage(command: .cancel, id: id))
-    case "pause":
-      return .success(ClientMessage(command: .pause, id: id))
-    case "resume":
-      return .success(ClientMessage(command: .resume, id: id))
-    case "adjust":
+      return .success(
+        .command(.start(length ?? .seconds(defaultSeconds), finishedLabel: finishedLabel)))
+    case .cancel:
+      return .success(.command(.cancel))
+    case .pause:
+      return .success(.command(.pause))
+    case .resume:
+      return .success(.command(.resume))
+    case .adjust:
       let range = SessionRecord.adjustRange
       guard let value = fields["seconds"]?.integer, value != 0, range.contains(value) else {
-        return fail(
+        return .failure(
           "seconds must be a non-zero integer from \(range.lowerBound) to \(range.upperBound)")
       }
-      return .success(ClientMessage(command: .adjust(seconds: value), id: id))
-    case "ping":
-      // Echoed verbatim, so only a short literal the page can read back as a finite number.
-      guard case .number(let t)? = fields["t"], t.utf8.count <= maxPingTLength,
-        Double(t)?.isFinite == true
-      else {
-        return fail("t must be a finite number of at most \(maxPingTLength) characters")
-      }
-      return .success(ClientMessage(command: .ping(t: t), id: id))
-    case "auth":
-      guard case .string(let key)? = fields["key"], key.unicodeScalars.count <= Self.maxKeyLength
-      else { return fail("key must be a string of at most \(Self.maxKeyLength) characters") }
-      return .success(ClientMessage(command: .auth(key: key), id: id))
-    case "rotate_key":
-      return .success(ClientMessage(command: .rotateKey, id: id))
-    default:
-      return fail("unknown op \(echo(op))")
+      return .success(.command(.adjust(seconds: value)))
+    case .rotateKey:
+      return .success(.rotateKey)
+    }
+  }
+
+  /// The message of a field's `bad_request`.
+  private struct DecodeFailure: Error, ExpressibleByStringInterpolation {
+    let message: String
+    init(stringLiteral value: String) { message = value }
+    init(stringInterpolation: DefaultStringInterpolation) {
+      message = String(stringInterpolation: stringInterpolation)
     }
   }
 

@@ -13,7 +13,7 @@ enum CommandCall {
       "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(request.session),
       RedisSequencer.epochKey, RedisSequencer.positionKey, epoch, channel, request.session, op,
       first, second, label,
-    ] + RecordMessage.arguments(of: request.current) + [
+    ] + RecordMessage.arguments(of: request.current.fields) + [
       // Then the presented key's hash, which the function checks again.
       String(deadline), nonce, request.presentedKeyHash?.hex ?? "",
     ]

@@ -85,7 +85,7 @@ import Testing
         case "auth": #"{"op":"auth","key":"k"}"#
         default: #"{"op":"\#(op)"}"#
         }
-      #expect((try? WireCodec.decode(Array(text.utf8)).get()) != nil, "op \(op)")
+      #expect((try? WireCodec.decode(Array(text.utf8), defaultSeconds: 5).get()) != nil, "op \(op)")
     }
     let pattern = try #require(contract["sessionIdPattern"] as? String)
     let regex = try Regex(pattern)

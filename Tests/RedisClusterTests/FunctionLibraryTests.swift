@@ -19,18 +19,18 @@ import Testing
   static func bases(at t: Int64) -> [(String, SessionRecord)] {
     [
       ("idle", SessionRecord(revision: 3)),
-      ("finished", SessionRecord(phase: .finished, duration: 5, finishedLabel: "bye", revision: 4)),
+      ("finished", SessionRecord(.finished, duration: 5, finishedLabel: "bye", revision: 4)),
       (
-        "running", SessionRecord(phase: .running, duration: 60, endsAt: t + 40_000, revision: 5)
+        "running", SessionRecord(.running(endsAt: t + 40_000), duration: 60, revision: 5)
       ),
       (
         "running past its deadline",
-        SessionRecord(phase: .running, duration: 5, endsAt: t - 20_000, revision: 6)
+        SessionRecord(.running(endsAt: t - 20_000), duration: 5, revision: 6)
       ),
       (
         "paused",
         SessionRecord(
-          phase: .paused, duration: 90, remainingMs: 30_500, finishedLabel: "fin", revision: 7)
+          .paused(remainingMs: 30_500), duration: 90, finishedLabel: "fin", revision: 7)
       ),
     ]
   }
@@ -72,22 +72,22 @@ import Testing
             "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",
             "countdown:epoch",
             "countdown:pos", "E", "countdown:test", "mirror", op, first, second, label,
-          ] + RecordMessage.arguments(of: base))
+          ] + RecordMessage.arguments(of: base.fields))
         let parts = reply.elements?.compactMap(\.text) ?? []
         let local = now()
         let expected = base.applying(command, at: local)
         switch (parts.first, expected) {
         case ("ok", .success(var record)):
-          let message = try #require(RecordMessage.parse(parts[1]))
-          let at = message.record.updatedAt
+          let got = try #require(RecordMessage.parse(parts[1])).record.get()
+          let at = got.updatedAt
           #expect(abs(at - local) < 1000)
           guard case .success(let exact) = base.applying(command, at: at) else {
             Issue.record("\(name), \(command): Swift refuses at the function's time")
             continue
           }
           record = exact
-          record.seq = message.record.seq
-          #expect(message.record == record, "\(name), \(command)")
+          record.seq = got.seq
+          #expect(got == record, "\(name), \(command)")
         case ("rejected", .failure(let code)):
           #expect(parts[1] == code.rawValue, "\(name), \(command)")
         default:
@@ -110,7 +110,7 @@ import Testing
           "FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch",
           "countdown:pos",
           "E", "countdown:test", "x", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord()))
+        ] + RecordMessage.arguments(of: SessionRecord.Fields()))
       answers.append(reply.elements?.compactMap(\.text).joined(separator: " ") ?? "")
     }
     #expect(answers[0].hasPrefix("ok E 1 x 1 "))
@@ -128,7 +128,7 @@ import Testing
         [
           "FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch",
           "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord()) + [String(deadline)])
+        ] + RecordMessage.arguments(of: SessionRecord.Fields()) + [String(deadline)])
       return reply.elements?.first?.text ?? ""
     }
     #expect(try start(deadline: now() - 1000) == "expired")
