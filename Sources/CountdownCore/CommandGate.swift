@@ -11,6 +11,20 @@ public enum CloseCode: UInt16, Sendable, CaseIterable {
   case tryAgainLater = 1013
 }
 
+/// A close the server decides on: the one value every step that may end a
+/// connection hands on (the gate, the hub, the socket layer's reads and
+/// writes), so each carries the same thing to the one place that sends it.
+public struct CloseDirective: Equatable, Sendable {
+  public var code: CloseCode
+  /// Said in the Close frame and logged; lws sends at most 120 bytes of it.
+  public var reason: String
+
+  public init(_ code: CloseCode, _ reason: String) {
+    self.code = code
+    self.reason = reason
+  }
+}
+
 /// The first step of the command path, per connection: rate-limit, decode,
 /// authorise. What comes out is a typed command for the sequencer, a ping to
 /// answer, or a refusal; nothing here touches a session.
@@ -26,7 +40,7 @@ struct CommandGate {
     /// Answer with this error; `op` names the command for metrics, when known.
     case refuse(CommandError, op: String?)
     /// A sustained flood: close the connection.
-    case close(code: CloseCode, reason: String)
+    case close(CloseDirective)
   }
 
   // One per viewer, so the limits come from the hub's config, and whether the
@@ -44,7 +58,7 @@ struct CommandGate {
     let rate = config.commandsPerSecond
     guard bucket.take(rate: rate, now: now) else {
       if let since = bucket.floodingSince, now - since >= config.floodCloseAfterMs {
-        return .close(code: .policyViolation, reason: "too many commands")
+        return .close(CloseDirective(.policyViolation, "too many commands"))
       }
       return .refuse(
         CommandError(.rateLimited, "more than \(Int(rate)) commands a second"), op: nil)

@@ -6,14 +6,14 @@ enum ChunkOutcome: Equatable {
   case buffered
   case delivered
   /// Close the connection with this WebSocket status.
-  case close(code: CloseCode, reason: String)
+  case close(CloseDirective)
 }
 
 /// What the writable callback should do after writing.
 enum WriteOutcome: Equatable {
   case keepOpen
   /// Close with this WebSocket status (after the frame, if any, was written).
-  case close(code: CloseCode, reason: String)
+  case close(CloseDirective)
   /// Hang up at once (the write failed).
   case fail
 }
@@ -83,7 +83,7 @@ extension CountdownServer {
     let buffered = sockets[slot].partialMessage.count
     guard buffered + chunk.count + announcedRemaining <= config.maxMessageBytes else {
       sockets[slot].partialMessage = []
-      return .close(code: .messageTooBig, reason: "message over \(config.maxMessageBytes) bytes")
+      return .close(CloseDirective(.messageTooBig, "message over \(config.maxMessageBytes) bytes"))
     }
     sockets[slot].partialMessage.append(contentsOf: chunk)
     guard isLast else { return .buffered }
@@ -91,7 +91,7 @@ extension CountdownServer {
     sockets[slot].partialMessage = []
     let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
-    if case .close(let code, let reason) = outcome { return .close(code: code, reason: reason) }
+    if case .close(let directive) = outcome { return .close(directive) }
     return .delivered
   }
 
@@ -108,7 +108,7 @@ extension CountdownServer {
     // Read once per frame; a tick's direct writes pass the time they all share.
     let now = now ?? clock.nowMilliseconds()
     sockets[Int(id)].waitingSince = 0
-    if stopping { return .close(code: .goingAway, reason: "server shutting down") }
+    if stopping { return .close(CloseDirective(.goingAway, "server shutting down")) }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
     // tick; the hub's backlog is finite (one merged patch, 16 KiB of replies).
@@ -130,7 +130,7 @@ extension CountdownServer {
   func writableRefused(_ wsi: OpaquePointer) -> WriteOutcome {
     guard let (_, code) = refusals[wsi] else { return .fail }
     guard write(hub.refusalFrame(code), to: wsi, binary: false) else { return .fail }
-    return .close(code: .tryAgainLater, reason: "try again later")
+    return .close(CloseDirective(.tryAgainLater, "try again later"))
   }
 
   func closed(_ id: ConnectionID) {
@@ -207,7 +207,7 @@ extension CountdownServer {
   }
 
   func echoWritable(_ wsi: OpaquePointer) -> WriteOutcome {
-    if stopping { return .close(code: .goingAway, reason: "server shutting down") }
+    if stopping { return .close(CloseDirective(.goingAway, "server shutting down")) }
     guard let message = echo.next(for: wsi) else { return .keepOpen }
     guard write(message.bytes, to: wsi, binary: message.binary) else { return .fail }
     if message.more { requestWritable(wsi) }
