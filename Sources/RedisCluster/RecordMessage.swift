@@ -48,16 +48,6 @@ struct RecordMessage: Equatable {
         phase: phase, duration: duration, endsAt: endsAt, remainingMs: remainingMs,
         finishedLabel: label, seq: seq, revision: revision, updatedAt: updatedAt))
   }
-
-  /// The record's fields as the function takes them (the base it writes
-  /// from when Redis has lost the session's hash).
-  static func arguments(of record: SessionRecord.Fields) -> [String] {
-    [
-      record.phase.rawValue, String(record.duration), record.endsAt.map(String.init) ?? "-",
-      record.remainingMs.map(String.init) ?? "-", String(record.revision),
-      record.finishedLabel ?? "",
-    ]
-  }
 }
 
 extension KeyHash {

@@ -66,13 +66,13 @@ import Testing
       for command in commands {
         cases += 1
         try client.command(["DEL", "countdown:s:mirror"])
-        let (op, first, second, label) = CommandCall.arguments(of: command)
         let reply = try client.command(
           [
             "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",
-            "countdown:epoch",
-            "countdown:pos", "E", "countdown:test", "mirror", op, first, second, label,
-          ] + RecordMessage.arguments(of: base.fields))
+            "countdown:epoch", "countdown:pos",
+          ]
+            + CommandCall.arguments(
+              command, base: base.fields, session: "mirror", epoch: "E", channel: "countdown:test"))
         let parts = reply.elements?.compactMap(\.text) ?? []
         let local = now()
         let expected = base.applying(command, at: local)
@@ -106,11 +106,11 @@ import Testing
     var answers: [String] = []
     for _ in 0..<2 {
       let reply = try client.command(
-        [
-          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch",
-          "countdown:pos",
-          "E", "countdown:test", "x", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord.Fields()))
+        ["FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch"]
+          + ["countdown:pos"]
+          + CommandCall.arguments(
+            .start(.seconds(5), finishedLabel: nil), base: SessionRecord.Fields(), session: "x",
+            epoch: "E", channel: "countdown:test"))
       answers.append(reply.elements?.compactMap(\.text).joined(separator: " ") ?? "")
     }
     #expect(answers[0].hasPrefix("ok E 1 x 1 "))
@@ -125,10 +125,11 @@ import Testing
     try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
     func start(deadline: Int64) throws -> String {
       let reply = try client.command(
-        [
-          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch",
-          "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord.Fields()) + [String(deadline)])
+        ["FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch"]
+          + ["countdown:pos"]
+          + CommandCall.arguments(
+            .start(.seconds(5), finishedLabel: nil), base: SessionRecord.Fields(), session: "late",
+            epoch: "E", channel: "countdown:test", deadline: deadline))
       return reply.elements?.first?.text ?? ""
     }
     #expect(try start(deadline: now() - 1000) == "expired")
