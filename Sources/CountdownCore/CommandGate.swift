@@ -1,30 +1,3 @@
-/// WebSocket close codes the server sends (RFC 6455 §7.4.1). The page reads
-/// the same numbers from `Public/constants.js`; a unit test compares them.
-public enum CloseCode: UInt16, Sendable, CaseIterable {
-  case goingAway = 1001
-  case unsupportedData = 1003
-  case invalidPayload = 1007
-  case policyViolation = 1008
-  case messageTooBig = 1009
-  /// Only the test-only echo route sends it, for a connection it lost track of.
-  case internalError = 1011
-  case tryAgainLater = 1013
-}
-
-/// A close the server decides on: the one value every step that may end a
-/// connection hands on (the gate, the hub, the socket layer's reads and
-/// writes), so each carries the same thing to the one place that sends it.
-public struct CloseDirective: Equatable, Sendable {
-  public var code: CloseCode
-  /// Said in the Close frame and logged; lws sends at most 120 bytes of it.
-  public var reason: String
-
-  public init(_ code: CloseCode, _ reason: String) {
-    self.code = code
-    self.reason = reason
-  }
-}
-
 /// The first step of the command path, per connection: rate-limit, decode,
 /// authorise. What comes out is a typed command for the sequencer, a ping to
 /// answer, or a refusal; nothing here touches a session.

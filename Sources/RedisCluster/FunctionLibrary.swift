@@ -9,7 +9,7 @@ public enum FunctionLibrary {
     -- the revision, writes the session hash and publishes the change, all in one
     -- atomic step, so two starts racing on two instances give one ack and one
     -- busy without WATCH/MULTI. The rules mirror SessionRecord.applying in
-    -- Sources/CountdownCore/SessionRecord.swift exactly: same checks in the same
+    -- Sources/CountdownCore/SessionRecord+Rules.swift exactly: same checks in the same
     -- order, same error codes, same limits. RedisCluster embeds this file as
     -- FunctionLibrary.source, and a test fails when the two differ.
     --

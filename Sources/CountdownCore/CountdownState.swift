@@ -1,11 +1,3 @@
-/// What a countdown session is doing.
-public enum Phase: String, Equatable, Sendable, CaseIterable {
-  case idle
-  case running
-  case paused
-  case finished
-}
-
 /// Every field a viewer renders: the seed's button (spinner, enabled) and label.
 ///
 /// This is the `state` object of the wire protocol; field order here is the
@@ -57,42 +49,5 @@ public struct CountdownState: Equatable, Sendable {
     if viewers != old.viewers { set.insert(.viewers) }
     if stale != old.stale { set.insert(.stale) }
     return set
-  }
-}
-
-/// A set of state fields, one bit each: what a patch carries.
-public struct FieldSet: OptionSet, Hashable, Sendable {
-  public let rawValue: UInt16
-  public init(rawValue: UInt16) { self.rawValue = rawValue }
-
-  public static let phase = FieldSet(rawValue: 1 << 0)
-  public static let spinner = FieldSet(rawValue: 1 << 1)
-  public static let enabled = FieldSet(rawValue: 1 << 2)
-  public static let label = FieldSet(rawValue: 1 << 3)
-  public static let remaining = FieldSet(rawValue: 1 << 4)
-  public static let duration = FieldSet(rawValue: 1 << 5)
-  public static let endsAt = FieldSet(rawValue: 1 << 6)
-  public static let viewers = FieldSet(rawValue: 1 << 7)
-  public static let remainingMs = FieldSet(rawValue: 1 << 8)
-  public static let stale = FieldSet(rawValue: 1 << 9)
-
-  public static let all: FieldSet = FieldSet(rawValue: 0x3FF)
-}
-
-/// An RFC 7396 merge patch over a flat state: the changed fields, with their new values.
-///
-/// Merge patches of a flat object compose by keeping the last value of each
-/// field, so one `Patch` can also stand for several consecutive ones.
-public struct Patch: Equatable, Sendable {
-  /// The session sequence number this patch brings a viewer to.
-  public var seq: UInt64
-  public var fields: FieldSet
-  /// The whole state at `seq`; only `fields` of it go on the wire.
-  public var state: CountdownState
-
-  public init(seq: UInt64, fields: FieldSet, state: CountdownState) {
-    self.seq = seq
-    self.fields = fields
-    self.state = state
   }
 }
