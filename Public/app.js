@@ -6,13 +6,13 @@
 // number changes: the label is computed from the server's `endsAt` and an
 // NTP-style estimate of the clock offset, so it turns on the second boundary
 // even when a patch is late, and every patch that arrives is obeyed at once
-// (see effectiveOffset in logic.js). Pure helpers live in logic.js.
+// (see effectiveOffset in logic.js). Pure helpers live in logic.js, the
+// words in i18n.js.
 
 import {
   ADJUST_STEP,
   CONTRACT,
   SUBPROTOCOL,
-  STRINGS,
   PRESET_MINUTES,
   SESSION_RE,
   addClockSample,
@@ -44,7 +44,6 @@ import {
   roleDuringAuth,
   parseSession,
   parseUntil,
-  pickLang,
   readRemembered,
   reduceMessage,
   rememberKey,
@@ -53,6 +52,7 @@ import {
   titleText,
   viewersText,
 } from "./logic.js";
+import { STRINGS, pickLang } from "./i18n.js";
 import { whyRefused } from "./origin.js";
 
 // connecting: the first attempt; live: this connection has its snapshot;
