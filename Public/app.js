@@ -49,7 +49,8 @@ import {
 import { STRINGS, pickLang } from "./i18n.js";
 import { whyRefused } from "./origin.js";
 import { CONN_STATES, SessionSocket } from "./socket.js";
-const COPIED_MS = 2000; // how long a Copy button says "Copied"
+import { bringIntoView, gone, inert, setInert, setText } from "./dom.js";
+import { showLinks, showQr, wireCopy } from "./share.js";
 const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
 
 const el = {
@@ -491,61 +492,7 @@ function onMode() {
   render();
 }
 
-// Copy buttons: the Clipboard API where the page may use it (a secure
-// context, such as https:// or localhost); otherwise the link is selected and
-// copied the old way, or left selected for the user to copy.
-const copyTimers = new Map();
-
-async function onCopy(button) {
-  const input = document.getElementById(button.dataset.copy);
-  const text = input?.value;
-  if (!text) return;
-  let copied = false;
-  if (window.isSecureContext && navigator.clipboard?.writeText) {
-    try {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    } catch {
-      // Refused (no permission, document not focused): fall back below.
-    }
-  }
-  if (!copied) {
-    input.focus();
-    input.select();
-    try {
-      copied = document.execCommand("copy");
-    } catch {
-      copied = false;
-    }
-  }
-  showCopied(button, copied);
-}
-
-function showCopied(button, copied) {
-  clearTimeout(copyTimers.get(button));
-  el.shareStatus.textContent = ""; // so the same words are announced again
-  if (copied) setText(button, t.copied);
-  setText(el.shareStatus, copied ? t.copied : t.copyManually);
-  copyTimers.set(
-    button,
-    setTimeout(() => {
-      setText(button, t.copy);
-      if (el.shareStatus.textContent === t.copied) setText(el.shareStatus, "");
-    }, COPIED_MS),
-  );
-}
-
-function selectAll(ev) {
-  ev.currentTarget.select();
-}
-
 // ---- View ----------------------------------------------------------------------
-
-function setText(node, text) {
-  // Skip no-op writes: re-setting identical text can make screen readers
-  // re-announce a live region.
-  if (node.textContent !== text) node.textContent = text;
-}
 
 function statusText() {
   if (page.message) return page.message.text;
@@ -558,20 +505,6 @@ function statusText() {
 /** The big button and the run's controls (buttonView in logic.js). */
 function view() {
   return buttonView(page.link.state, { role: page.role, live: page.link.conn === "live", pending: page.link.pendingOps() });
-}
-
-/** Whether a control takes no presses now (disabled, or aria-disabled while it waits). */
-function inert(node) {
-  return node.disabled || node.getAttribute("aria-disabled") === "true";
-}
-
-function setInert(node, value) {
-  if (value) node.setAttribute("aria-disabled", "true");
-  else node.removeAttribute("aria-disabled");
-}
-
-function gone(node) {
-  return node.disabled || node.hidden || Boolean(node.closest("[hidden]"));
 }
 
 /**
@@ -690,9 +623,7 @@ function renderControl(v) {
   el.shareController.hidden = !view.controllerLink;
   // The key stays out of the DOM unless this page may hand it out.
   const links = view.share ? shareLinks(location, page.session, view.controllerLink ? page.key : null) : {};
-  for (const [input, value] of [[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]) {
-    if (input.value !== (value ?? "")) input.value = value ?? "";
-  }
+  showLinks([[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]);
   el.rotate.hidden = !view.controllerLink;
   el.rotateKey.hidden = Boolean(page.rotate);
   el.rotateConfirm.hidden = !page.rotate;
@@ -710,15 +641,6 @@ function renderControl(v) {
   if (picking && document.activeElement !== el.sessionName && !el.sessionName.value) {
     el.sessionName.value = page.session;
   }
-}
-
-function showQr(img, link) {
-  // A link longer than the server draws (a very long host name) gets no code, not a broken image.
-  const drawable = Boolean(link) && new TextEncoder().encode(link).length <= CONTRACT.qrTextMaxBytes;
-  img.hidden = !drawable;
-  if (!drawable) return;
-  const src = `qr.svg?text=${encodeURIComponent(link)}`;
-  if (img.getAttribute("src") !== src) img.setAttribute("src", src);
 }
 
 function applyStrings() {
@@ -783,25 +705,15 @@ function main() {
   el.shareController.addEventListener("toggle", () => {
     render();
     // It opens at the panel's foot: bring that into view.
-    if (!el.shareController.open) return;
-    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
-    el.share.scrollIntoView({ block: "end", behavior: still ? "auto" : "smooth" });
+    if (el.shareController.open) bringIntoView(el.share, "end");
   });
-  for (const button of el.share.querySelectorAll("button[data-copy]")) {
-    button.addEventListener("click", () => onCopy(button));
-  }
+  wireCopy(el.share, [el.viewerLink, el.controllerLink], el.shareStatus, t);
   // The page fills the screen, so an opened Share area starts below the fold:
   // bring it into view.
   el.share.addEventListener("toggle", () => {
     render(); // the QR codes load when shown
-    if (!el.share.open) return;
-    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
-    el.share.scrollIntoView({ block: "nearest", behavior: still ? "auto" : "smooth" });
+    if (el.share.open) bringIntoView(el.share, "nearest");
   });
-  for (const input of [el.viewerLink, el.controllerLink]) {
-    input.addEventListener("focus", selectAll);
-    input.addEventListener("click", selectAll);
-  }
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState !== "visible") return;
     render(); // throttled timers may have left the label behind: redraw from endsAt now
