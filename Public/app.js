@@ -51,6 +51,7 @@ import { whyRefused } from "./origin.js";
 import { CONN_STATES, SessionSocket } from "./socket.js";
 import { bringIntoView, gone, inert, setInert, setText } from "./dom.js";
 import { showLinks, showQr, wireCopy } from "./share.js";
+
 const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
 
 const el = {
@@ -202,7 +203,6 @@ function takeKey() {
   }
 }
 
-
 /** The socket is gone: no answer can come to what this page asked on it. */
 function onLost() {
   page.authId = null; // the next socket presents the key again
@@ -210,6 +210,7 @@ function onLost() {
   if (page.rotate?.id != null) page.rotate = null;
 }
 
+/** The server closed the socket (socket.js retries or stops after this). */
 function onSocketClose() {
   // Only a page that was never live can be refused for its origin.
   if (!page.link.state) whyRefused(lang).then((text) => text && showRefusal(text));
@@ -221,8 +222,6 @@ function showRefusal(text) {
   page.message = { kind: "error", text };
   render();
 }
-
-// Stays "reconnecting" while retrying (rather than flickering back to
 
 // ---- Messages ------------------------------------------------------------------
 
@@ -317,14 +316,12 @@ function rotated(ack) {
   if (focusWasIn) el.rotateKey.focus();
 }
 
-
 /** Sends a command; returns its id, or null (and says so) if not connected. */
 function send(op, fields = {}) {
   const id = page.link.send(op, fields);
   if (id === null) page.message = { kind: "error", text: t.notConnected };
   return id;
 }
-
 
 // ---- User actions ------------------------------------------------------------
 
