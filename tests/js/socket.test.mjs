@@ -3,7 +3,7 @@
 // is checked in the browser tests; here, what it holds and what it tells.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CONTRACT, loadPublic } from "./load-public.mjs";
+import { CONTRACT, loadPublic, source } from "./load-public.mjs";
 
 const { SessionSocket } = await loadPublic("socket.js");
 
@@ -169,4 +169,12 @@ test("a new epoch drops the old server's state and clock, and says when it took 
   assert.equal(link.epoch, "e2");
   assert.equal(link.samples.length, 1, "only the new server's sample is left");
   assert.equal(link.anchor, null);
+});
+
+test("socket.js knows nothing of the page: no DOM, no address bar, no storage, no words", () => {
+  const code = source("socket.js").replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "");
+  for (const name of ["document", "window", "location", "navigator", "sessionStorage", "localStorage", "STRINGS"]) {
+    assert.doesNotMatch(code, new RegExp(`\\b${name}\\b`), name);
+  }
+  assert.deepEqual([...code.matchAll(/from\s*"\.\/([\w.]+)"/g)].map((m) => m[1]), ["logic.js"]);
 });
