@@ -27,12 +27,18 @@ struct Authority: Equatable {
         })
     else { return nil }
     if let portText {
-      guard (1...5).contains(portText.count),
-        portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-        let port = Int(portText), port <= 65_535
-      else { return nil }
+      guard let port = Self.port(portText) else { return nil }
       self.port = port
     }
     host = String(name)
+  }
+
+  /// A decimal port, 1 to 5 ASCII digits up to 65535, as a Host header, an
+  /// origin or an X-Forwarded-For entry may carry one.
+  static func port(_ text: Substring) -> Int? {
+    guard (1...5).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+      let port = Int(text), port <= 65_535
+    else { return nil }
+    return port
   }
 }

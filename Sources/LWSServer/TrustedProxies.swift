@@ -35,19 +35,16 @@ public struct TrustedProxies: Sendable, Equatable {
     if text.hasPrefix("[") {
       guard let close = text.firstIndex(of: "]") else { return nil }
       let rest = text[text.index(after: close)...]
-      guard rest.isEmpty || isPort(rest.dropFirst()) && rest.first == ":" else { return nil }
+      guard rest.isEmpty || Authority.port(rest.dropFirst()) != nil && rest.first == ":" else {
+        return nil
+      }
       return IPAddress(text[text.index(after: text.startIndex)..<close])
     }
     if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-      guard isPort(text[text.index(after: colon)...]) else { return nil }
+      guard Authority.port(text[text.index(after: colon)...]) != nil else { return nil }
       return IPAddress(text[..<colon])
     }
     return IPAddress(text)
-  }
-
-  private static func isPort(_ text: Substring) -> Bool {
-    (1...5).contains(text.count) && text.allSatisfy { $0.isASCII && $0.isNumber }
-      && Int(text).map { $0 <= 65_535 } == true
   }
 }
 
