@@ -33,7 +33,7 @@ def quiet():
 
 
 def test_metrics_parse_and_have_every_family(quiet):
-    """/metrics parses with prometheus_client and has every family the README lists,
+    """/metrics parses with prometheus_client and has the families listed here,
     with HELP and TYPE lines and monotonic-looking histograms."""
     status, headers, body = http_get(quiet.host, quiet.port, "/metrics")
     text = body.decode()
