@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// Writes the Prometheus text exposition format, version 0.0.4.
 ///
 /// A collector writes each family once: `family` for its HELP and TYPE lines,
@@ -178,47 +174,4 @@ public struct MetricsWriter {
     guard value.utf8.contains(where: { $0 == 0x5C || $0 == 0x0A }) else { return value }
     return value.replacing("\\", with: "\\\\").replacing("\n", with: "\\n")
   }
-}
-
-/// Every metric family the process exposes, as collectors that each write
-/// their families from counters they already keep.
-///
-/// A render costs O(families): collectors read plain counters and must never
-/// walk sessions or connections. Modules that come later (storage, Redis)
-/// add their families with `register`. Used on the service thread only.
-public final class MetricsRegistry {
-  public typealias Collector = (inout MetricsWriter) -> Void
-
-  private var collectors: [Collector] = []
-  /// How long the previous render took, exposed by the render after it.
-  private var lastRenderSeconds = 0.0
-
-  public init() {}
-
-  public func register(_ collector: @escaping Collector) {
-    collectors.append(collector)
-  }
-
-  public func render() -> [UInt8] {
-    let started = monotonicSeconds()
-    var writer = MetricsWriter()
-    for collect in collectors { collect(&writer) }
-    writer.single(
-      "countdown_metrics_render_seconds", .gauge,
-      help: "How long the previous /metrics render took on the service thread.",
-      lastRenderSeconds)
-    lastRenderSeconds = monotonicSeconds() - started
-    return writer.bytes
-  }
-}
-
-func monotonicSeconds() -> Double {
-  Double(monotonicNanoseconds()) / 1e9
-}
-
-/// Nanoseconds on a clock that never steps, for timing and deadlines.
-public func monotonicNanoseconds() -> Int64 {
-  var spec = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &spec)
-  return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
 }
