@@ -1,20 +1,9 @@
 import CountdownCore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import RedisCluster
-
-/// SplitMix64: a seeded generator, so a failing case can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
 
 /// The Lua function against `SessionRecord.applying`, on a real
 /// redis-server: random records and commands, heavy on the edges of every
@@ -137,7 +126,7 @@ struct SeededRandom: RandomNumberGenerator {
     let redis = try RedisProcess()
     let client = try redis.blocking()
     try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
-    var random = SeededRandom(state: Self.seed)
+    var random = SeededRandom(seed: Self.seed)
     var outcomes: [String: Int] = [:]
     let started = now()
     for index in 0..<Self.cases {
