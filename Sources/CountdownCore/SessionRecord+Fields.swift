@@ -1,11 +1,11 @@
-/// Why a record that came from outside (a database row, a Redis hash or
-/// message) cannot be taken as it is.
-public struct RecordDamage: Error, Equatable, Sendable {
-  public let reason: String
-  public init(_ reason: String) { self.reason = reason }
-}
-
 extension SessionRecord {
+  /// Why a record that came from outside (a database row, a Redis hash or
+  /// message) cannot be taken as it is.
+  public struct Damage: Error, Equatable, Sendable {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+  }
+
   /// The record as storage lays it out: a phase and two optional times, one
   /// column or hash field each. The SQLite row, the Redis hash and the
   /// record line all read and write this form, so their layout stays what
@@ -36,7 +36,7 @@ extension SessionRecord {
 
     /// Why these fields are no record, or nil when `init(validating:)` takes them.
     public var damage: String? {
-      do throws(RecordDamage) {
+      do throws(Damage) {
         _ = try SessionRecord(validating: self)
         return nil
       } catch {
@@ -54,18 +54,18 @@ extension SessionRecord {
 
   /// The one way in from storage: every field in range and agreeing with its
   /// phase, checked before any arithmetic, or the damage that says which not.
-  public init(validating fields: Fields) throws(RecordDamage) {
+  public init(validating fields: Fields) throws(Damage) {
     guard Self.durationRange.contains(fields.duration) else {
-      throw RecordDamage("duration \(fields.duration) out of range")
+      throw Damage("duration \(fields.duration) out of range")
     }
     guard Self.epochMsRange.contains(fields.updatedAt) else {
-      throw RecordDamage("updatedAt \(fields.updatedAt) out of range")
+      throw Damage("updatedAt \(fields.updatedAt) out of range")
     }
     guard fields.seq <= Self.maxCounter, fields.revision <= Self.maxCounter else {
-      throw RecordDamage("seq or revision out of range")
+      throw Damage("seq or revision out of range")
     }
     if let label = fields.finishedLabel, !Self.isValidFinishedLabel(label) {
-      throw RecordDamage(
+      throw Damage(
         "finishedLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text")
     }
     let status: Status
@@ -73,21 +73,21 @@ extension SessionRecord {
     case .running:
       guard let endsAt = fields.endsAt, Self.epochMsRange.contains(endsAt),
         fields.remainingMs == nil
-      else { throw RecordDamage("a running record needs endsAt in range and no remainingMs") }
+      else { throw Damage("a running record needs endsAt in range and no remainingMs") }
       // No command sets a deadline more than the longest run past its own
       // time; a later one would overflow the 32-bit seconds a tick shows.
       guard endsAt - fields.updatedAt <= Self.aheadMsRange.upperBound else {
-        throw RecordDamage("a running record's endsAt is more than 30 days after its updatedAt")
+        throw Damage("a running record's endsAt is more than 30 days after its updatedAt")
       }
       status = .running(endsAt: endsAt)
     case .paused:
       guard let remainingMs = fields.remainingMs,
         (1...Self.aheadMsRange.upperBound).contains(remainingMs), fields.endsAt == nil
-      else { throw RecordDamage("a paused record needs remainingMs in range and no endsAt") }
+      else { throw Damage("a paused record needs remainingMs in range and no endsAt") }
       status = .paused(remainingMs: remainingMs)
     case .idle, .finished:
       guard fields.endsAt == nil, fields.remainingMs == nil else {
-        throw RecordDamage("an \(fields.phase.rawValue) record holds no endsAt or remainingMs")
+        throw Damage("an \(fields.phase.rawValue) record holds no endsAt or remainingMs")
       }
       status = fields.phase == .idle ? .idle : .finished
     }

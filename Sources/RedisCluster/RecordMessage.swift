@@ -17,8 +17,8 @@ struct RecordMessage: Equatable {
 
   /// The record, or why it cannot be taken: Redis's hashes and messages are
   /// input, checked like a database row before any arithmetic on them.
-  var record: Result<SessionRecord, RecordDamage> {
-    Result { () throws(RecordDamage) in try SessionRecord(validating: fields) }
+  var record: Result<SessionRecord, SessionRecord.Damage> {
+    Result { () throws(SessionRecord.Damage) in try SessionRecord(validating: fields) }
   }
 
   /// A publish position as Redis's counter gives it (a message's, or `GET

@@ -513,7 +513,7 @@ final class Database {
       remainingMs: try optionalInteger(4, "remaining_ms"),
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
       updatedAt: try integer(8, "updated_at"))
-    do throws(RecordDamage) {
+    do throws(SessionRecord.Damage) {
       return StoredSession(id: id, record: try SessionRecord(validating: fields), keyHash: keyHash)
     } catch {
       throw RowDamage(error.reason)
