@@ -135,7 +135,8 @@ final class ChangeFeed {
       damagedRecords += 1
       RecordDamage.reset(session, parts[2])
     }
-    guard let message = RecordMessage.parse(parts[0]), acceptable(message, from: "read") else {
+    guard let message = RecordMessage.parse(parts[0]), let record = accepted(message, from: "read")
+    else {
       // Nothing sound to show: a session still loading shows its fresh
       // record, and its first command writes a sound one.
       guard sessions.readAnswered(session, revision: nil).first else { return }
@@ -144,7 +145,6 @@ final class ChangeFeed {
         clock.nowMilliseconds())
       return
     }
-    let record = message.record
     let storedKey = KeyHash(hex: parts[1])
     let known = keyHash(session)
     let read = sessions.readAnswered(session, revision: record.revision)
@@ -160,12 +160,12 @@ final class ChangeFeed {
     if read.newer { emit(.adopted(session: session, record: record), now) }
   }
 
-  private func acceptable(_ message: RecordMessage, from source: String) -> Bool {
-    guard RecordDamage.acceptable(message, from: source) else {
+  private func accepted(_ message: RecordMessage, from source: String) -> SessionRecord? {
+    guard let record = RecordDamage.accepted(message, from: source) else {
       damagedRecords += 1
-      return false
+      return nil
     }
-    return true
+    return record
   }
 
   // MARK: Connections
@@ -305,8 +305,8 @@ final class ChangeFeed {
         RecordDamage.unreadable(parts[2])
         return
       }
-      guard acceptable(message, from: "message") else { return }
-      changed(message)
+      guard let record = accepted(message, from: "message") else { return }
+      changed(message, record)
     default:
       break
     }
@@ -323,7 +323,7 @@ final class ChangeFeed {
     emit(.keyChanged(session: session, keyHash: hash), clock.nowMilliseconds())
   }
 
-  private func changed(_ message: RecordMessage) {
+  private func changed(_ message: RecordMessage, _ record: SessionRecord) {
     let missed = position != 0 && message.position > position + 1
     position = max(position, message.position)
     if missed {
@@ -335,11 +335,11 @@ final class ChangeFeed {
       read(message.session)
       return
     }
-    switch sessions.change(message.session, revision: message.record.revision) {
+    switch sessions.change(message.session, revision: record.revision) {
     case .notOpen, .old: return
     case .reread: read(message.session)
     case .next:
-      emit(.adopted(session: message.session, record: message.record), redisClock.nowMilliseconds())
+      emit(.adopted(session: message.session, record: record), redisClock.nowMilliseconds())
     }
   }
 }

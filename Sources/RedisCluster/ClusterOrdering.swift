@@ -106,12 +106,12 @@ final class ClusterOrdering {
           damagedRecords += 1
           RecordDamage.reset(session, parts[2])
         }
-        guard let message = RecordMessage.parse(parts[1]), acceptable(message) else {
+        guard let message = RecordMessage.parse(parts[1]), let record = accepted(message) else {
           outcome = .unavailable(RedisSequencer.unreachable)
           break
         }
-        outcome = .applied(message.record)
-        sessions.took(session, revision: message.record.revision)
+        outcome = .applied(record)
+        sessions.took(session, revision: record.revision)
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
       case ("expired", 1):
@@ -137,12 +137,12 @@ final class ClusterOrdering {
     emit(.completed(sent.ticket, outcome), redisClock.nowMilliseconds())
   }
 
-  private func acceptable(_ message: RecordMessage) -> Bool {
-    guard RecordDamage.acceptable(message, from: "reply") else {
+  private func accepted(_ message: RecordMessage) -> SessionRecord? {
+    guard let record = RecordDamage.accepted(message, from: "reply") else {
       damagedRecords += 1
-      return false
+      return nil
     }
-    return true
+    return record
   }
 
   // MARK: Lost replies
@@ -179,11 +179,12 @@ final class ClusterOrdering {
       case .failure: parts = []
       }
       let outcome: SequenceOutcome
-      switch (parts.first, parts.count, parts.count == 2 ? RecordMessage.parse(parts[1]) : nil) {
-      case ("applied", 2, let message?):
+      let record = parts.count == 2 ? try? RecordMessage.parse(parts[1])?.record.get() : nil
+      switch (parts.first, parts.count, record) {
+      case ("applied", 2, let record?):
         lostRepliesApplied += 1
-        outcome = .applied(message.record)
-        sessions.took(lost.session, revision: message.record.revision)
+        outcome = .applied(record)
+        sessions.took(lost.session, revision: record.revision)
       case ("absent", 1, _):
         lostRepliesNotApplied += 1
         commandsUnavailable += 1

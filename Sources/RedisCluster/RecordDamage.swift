@@ -1,20 +1,25 @@
+import CountdownCore
 import Observability
 
 /// Records from Redis are input: each part that takes one checks it here
-/// (fields in range, `SessionRecord.damage`) before any arithmetic on it, and
-/// logs the ones it drops, so that all parts log damage alike.
+/// (fields in range, `SessionRecord(validating:)`) before any arithmetic on
+/// it, and logs the ones it drops, so that all parts log damage alike.
 enum RecordDamage {
-  /// Whether a record that came from Redis can be taken. One that cannot is
-  /// logged with its session and dropped; the rest carry on.
-  static func acceptable(_ message: RecordMessage, from source: String) -> Bool {
-    guard let damage = message.record.damage else { return true }
+  /// The record, if one that came from Redis can be taken. One that cannot
+  /// is logged with its session and dropped; the rest carry on.
+  static func accepted(_ message: RecordMessage, from source: String) -> SessionRecord? {
+    let damage: String
+    switch message.record {
+    case .success(let record): return record
+    case .failure(let error): damage = error.reason
+    }
     Logger.shared.warn(
       "redis_record_damaged",
       [
         "session": LogValue(message.session), "source": LogValue(source),
         "damage": LogValue(damage),
       ])
-    return false
+    return nil
   }
 
   /// A message on the changes channel that is no record at all.
