@@ -16,6 +16,9 @@ final class RedisProcess {
   var address: RedisAddress { RedisAddress(endpoint: .unix(path: socket)) }
 
   init(appendOnly: Bool = false) throws {
+    // As the server does: a hiredis write to a Redis a test stopped must
+    // fail with EPIPE, not end the test process without a word.
+    signal(SIGPIPE, SIG_IGN)
     directory = NSTemporaryDirectory() + "redis-cluster-" + UUID().uuidString
     self.appendOnly = appendOnly
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
