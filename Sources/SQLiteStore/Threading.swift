@@ -1,78 +1,81 @@
+import Dispatch
+import Synchronization
+
 #if canImport(Glibc)
   import Glibc
 #endif
 
-/// State behind a pthread mutex, with a condition to wait on. The server has
-/// no Foundation, and `Synchronization.Mutex` has no condition variable, so
-/// the writer thread's wake-up is built here; the pthread pointers stay in
-/// this file.
-final class Guarded<State>: @unchecked Sendable {
-  // Heap-allocated because pthread objects must not move once initialised.
-  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-  private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-  private var state: State
-
-  init(_ state: State) {
-    self.state = state
-    pthread_mutex_init(mutex, nil)
-    var attributes = pthread_condattr_t()
-    pthread_condattr_init(&attributes)
-    // Timed waits measure the monotonic clock, so a wall-clock step cannot stall them.
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-    pthread_cond_init(condition, &attributes)
-    pthread_condattr_destroy(&attributes)
+/// State behind a `Mutex`, with a wake-up to wait on: `Synchronization.Mutex`
+/// has no condition variable, so a waiter that finds `ready` false counts
+/// itself in and sleeps on a semaphore, and `update` wakes whoever counted
+/// in. A wake-up that comes late only makes a waiter look again.
+final class Guarded<State>: Sendable {
+  private struct Locked {
+    var state: State
+    /// Waiters asleep, or about to be, on `wake`.
+    var sleepers = 0
   }
 
-  deinit {
-    pthread_cond_destroy(condition)
-    pthread_mutex_destroy(mutex)
-    mutex.deallocate()
-    condition.deallocate()
+  private let locked: Mutex<Locked>
+  private let wake = DispatchSemaphore(value: 0)
+
+  init(_ state: sending State) {
+    locked = Mutex(Locked(state: state))
   }
 
-  func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    return try body(&state)
+  func withLock<Result>(
+    _ body: (inout sending State) throws -> sending Result
+  ) rethrows -> sending Result {
+    try locked.withLock { try body(&$0.state) }
   }
 
   /// Changes the state and wakes every waiter.
-  func update<Result>(_ body: (inout State) -> Result) -> Result {
-    pthread_mutex_lock(mutex)
-    defer {
-      pthread_cond_broadcast(condition)
-      pthread_mutex_unlock(mutex)
+  func update<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
+    let (result, sleepers) = locked.withLock { locked in
+      let result = body(&locked.state)
+      defer { locked.sleepers = 0 }
+      return (result, locked.sleepers)
     }
-    return body(&state)
+    for _ in 0..<sleepers { wake.signal() }
+    return result
   }
 
   /// Waits until `ready` holds or `timeout` has passed (nil: no limit), then
-  /// runs `body` under the same lock.
+  /// runs `body` under the same lock. The timeout is on the monotonic clock,
+  /// so a wall-clock step cannot stall it.
   func wait<Result>(
-    until ready: (State) -> Bool, timeout: Duration? = nil, then body: (inout State) -> Result
-  ) -> Result {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    if let timeout {
-      var deadline = timespec()
-      clock_gettime(CLOCK_MONOTONIC, &deadline)
+    until ready: (State) -> Bool, timeout: Duration? = nil,
+    then body: (inout sending State) -> sending Result
+  ) -> sending Result {
+    let deadline = timeout.map { timeout in
       let (seconds, attoseconds) = timeout.components
-      let nanoseconds = Int(deadline.tv_nsec) + Int(attoseconds / 1_000_000_000)
-      deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
-      deadline.tv_nsec = nanoseconds % 1_000_000_000
-      while !ready(state) {
-        if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
-      }
-    } else {
-      while !ready(state) { pthread_cond_wait(condition, mutex) }
+      return DispatchTime.now()
+        + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
-    return body(&state)
+    while true {
+      let done: Result? = locked.withLock { locked in
+        if ready(locked.state) { return body(&locked.state) }
+        locked.sleepers += 1
+        return nil
+      }
+      if let done { return done }
+      if let deadline {
+        guard wake.wait(timeout: deadline) == .success else { break }
+      } else {
+        wake.wait()
+      }
+    }
+    // Timed out: no longer a sleeper, unless an update counted this one out already.
+    return locked.withLock { locked in
+      locked.sleepers = max(0, locked.sleepers - 1)
+      return body(&locked.state)
+    }
   }
 }
 
 /// A joinable thread running one closure.
-final class JoinableThread: @unchecked Sendable {
-  private var thread = pthread_t()
+final class JoinableThread: Sendable {
+  private let thread: pthread_t
 
   init(_ body: @escaping @Sendable () -> Void) {
     final class Box {
@@ -81,6 +84,7 @@ final class JoinableThread: @unchecked Sendable {
     }
     // The thread takes the retained box over and releases it when done.
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
     let code = pthread_create(
       &thread, nil,
       { argument in
@@ -89,6 +93,7 @@ final class JoinableThread: @unchecked Sendable {
         return nil
       }, box)
     precondition(code == 0, "pthread_create failed: \(code)")
+    self.thread = thread
   }
 
   /// Blocks until the closure has returned. Call once.
