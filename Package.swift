@@ -64,6 +64,7 @@ let package = Package(
       name: "countdown-server",
       dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    .testTarget(name: "LibevTests", dependencies: ["Libev"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),

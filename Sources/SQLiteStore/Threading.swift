@@ -6,18 +6,18 @@ import Synchronization
 #endif
 
 /// State behind a `Mutex`, with a wake-up to wait on: `Synchronization.Mutex`
-/// has no condition variable, so a waiter that finds `ready` false counts
-/// itself in and sleeps on a semaphore, and `update` wakes whoever counted
-/// in. A wake-up that comes late only makes a waiter look again.
+/// has no condition variable, so a waiter that finds `ready` false leaves a
+/// semaphore of its own in the state and sleeps on it, and `update` signals
+/// every semaphore it finds. Each wait has a fresh one, so a wake-up that
+/// comes after a timeout reaches nobody.
 final class Guarded<State>: Sendable {
   private struct Locked {
     var state: State
-    /// Waiters asleep, or about to be, on `wake`.
-    var sleepers = 0
+    /// One per waiter asleep, or about to be.
+    var sleepers: [DispatchSemaphore] = []
   }
 
   private let locked: Mutex<Locked>
-  private let wake = DispatchSemaphore(value: 0)
 
   init(_ state: sending State) {
     locked = Mutex(Locked(state: state))
@@ -33,10 +33,10 @@ final class Guarded<State>: Sendable {
   func update<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
     let (result, sleepers) = locked.withLock { locked in
       let result = body(&locked.state)
-      defer { locked.sleepers = 0 }
+      defer { locked.sleepers = [] }
       return (result, locked.sleepers)
     }
-    for _ in 0..<sleepers { wake.signal() }
+    for sleeper in sleepers { sleeper.signal() }
     return result
   }
 
@@ -52,10 +52,12 @@ final class Guarded<State>: Sendable {
       return DispatchTime.now()
         + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
+    var wake = DispatchSemaphore(value: 0)
     while true {
-      let done: Result? = locked.withLock { locked in
+      wake = DispatchSemaphore(value: 0)
+      let done: Result? = locked.withLock { [wake] locked in
         if ready(locked.state) { return body(&locked.state) }
-        locked.sleepers += 1
+        locked.sleepers.append(wake)
         return nil
       }
       if let done { return done }
@@ -65,9 +67,8 @@ final class Guarded<State>: Sendable {
         wake.wait()
       }
     }
-    // Timed out: no longer a sleeper, unless an update counted this one out already.
-    return locked.withLock { locked in
-      locked.sleepers = max(0, locked.sleepers - 1)
+    return locked.withLock { [wake] locked in
+      locked.sleepers.removeAll { $0 === wake }
       return body(&locked.state)
     }
   }
