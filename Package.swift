@@ -63,13 +63,16 @@ let package = Package(
     .executableTarget(
       name: "countdown-server",
       dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
-    .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore"]),
+    // What more than one test target needs (a seeded generator), kept once.
+    .target(name: "TestSupport", path: "Tests/TestSupport"),
+    .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore", "TestSupport"]),
     .testTarget(name: "LibevTests", dependencies: ["Libev"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
     .testTarget(
-      name: "RedisClusterTests", dependencies: ["RedisCluster", "CountdownCore", "Libev"]),
+      name: "RedisClusterTests",
+      dependencies: ["RedisCluster", "CountdownCore", "Libev", "TestSupport"]),
     // A real server on a real loop, driven from other threads.
     .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore", "Libev"]),
     // bench/run's in-process scheduler benchmark (no sockets).

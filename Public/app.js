@@ -1,4 +1,4 @@
-// Countdown page: connects to one session and renders it.
+// Countdown page: renders one session and takes the host's presses.
 //
 // The server is the only source of truth. The button, spinner and label come
 // from the snapshot plus the merge patches that follow it, never from what
@@ -6,28 +6,23 @@
 // number changes: the label is computed from the server's `endsAt` and an
 // NTP-style estimate of the clock offset, so it turns on the second boundary
 // even when a patch is late, and every patch that arrives is obeyed at once
-// (see effectiveOffset in logic.js). Pure helpers live in logic.js.
+// (see effectiveOffset in logic.js).
+//
+// The connection is socket.js's (it knows nothing of the DOM), the pure rules
+// logic.js's, the words i18n.js's. Everything the page holds that changes is
+// in `page` below.
 
 import {
   ADJUST_STEP,
   CONTRACT,
-  SUBPROTOCOL,
-  STRINGS,
   PRESET_MINUTES,
   SESSION_RE,
-  addClockSample,
-  authMessage,
   adjustEnds,
-  backoffDelay,
-  bestOffset,
   buttonView,
-  clockSample,
   clockWidth,
-  closeOutcome,
   controlOf,
   controlView,
   durationEcho,
-  effectiveOffset,
   errorText,
   isAdjust,
   labelSize,
@@ -44,28 +39,19 @@ import {
   roleDuringAuth,
   parseSession,
   parseUntil,
-  pickLang,
   readRemembered,
-  reduceMessage,
   rememberKey,
   sessionUrl,
   shareLinks,
   titleText,
   viewersText,
 } from "./logic.js";
+import { STRINGS, pickLang } from "./i18n.js";
 import { whyRefused } from "./origin.js";
+import { CONN_STATES, SessionSocket } from "./socket.js";
+import { bringIntoView, gone, inert, setInert, setText } from "./dom.js";
+import { showLinks, showQr, wireCopy } from "./share.js";
 
-// connecting: the first attempt; live: this connection has its snapshot;
-// reconnecting: lost, retrying with backoff; closed: the server said not to retry.
-const CONN_STATES = ["connecting", "live", "reconnecting", "closed"];
-
-const PRESS_TIMEOUT_MS = 8000; // a press with no ack/error by then is given up
-const SNAPSHOT_TIMEOUT_MS = 10_000; // an open socket with no snapshot by then is dropped
-const PONG_TIMEOUT_MS = 5000; // an unanswered ping means the link is dead
-const PING_BURST = 5; // pings per burst on each new connection
-const PING_GAP_MS = 150; // between the pings of a burst
-const RESYNC_MS = 60_000; // a short burst this often keeps the offset fresh and the link checked
-const COPIED_MS = 2000; // how long a Copy button says "Copied"
 const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
 
 const el = {
@@ -117,20 +103,24 @@ const el = {
 const lang = pickLang(location.search, navigator.languages?.length ? navigator.languages : [navigator.language]);
 const t = STRINGS[lang];
 
-/** The page's clock. Wall time, so it matches the server's epoch ms up to the offset. */
-const now = () => Date.now();
-
-// Everything render() reads.
-const model = {
-  conn: "connecting",
+// Everything the page holds that changes, in one place: the connection (with
+// the session's state as the server told it, and the clock), and what this
+// page shows of it. render() draws from this and the form's own fields.
+const page = {
+  link: new SessionSocket({
+    url: (since) => sessionUrl(location, page.session, since),
+    on: {
+      open: presentKey,
+      conn: onConn,
+      message: onServer,
+      timeout: onTimeout,
+      lost: onLost,
+      close: onSocketClose,
+    },
+  }),
   session: "",
-  epoch: null, // the server's epoch from the last snapshot
-  seq: -Infinity,
-  state: null, // exactly what the server has told us; null until the first snapshot
-  anchor: null, // the last authoritative `remaining` while running (see effectiveOffset)
-  samples: [], // recent clock samples (clockSample in logic.js)
   message: null, // {text, kind: "error"|"info"} shown in #status instead of the connection text
-  closedText: null, // why we stopped retrying, when conn is "closed"
+  closedText: null, // why we stopped retrying, when the link is "closed"
   // Who may press Start (see controlOf in logic.js). The key is a secret: it
   // goes into the first WebSocket message, this tab's sessionStorage and the
   // Share area's controller link, and nowhere else: never a URL the browser
@@ -144,72 +134,21 @@ const model = {
   // What "End for everyone?" would send, while it asks: {op, fields, opener,
   // id}; `id` is set once Yes sent it.
   confirm: null,
+  focusGoal: null, // the control focus is owed to when it cannot take it yet (see placeFocus)
+  lastPhase: null, // the phase the last render drew
+  tickTimer: 0, // the redraw when the number next changes
 };
 
-// The control focus is owed to when it cannot take it yet (see placeFocus).
-let focusGoal = null;
-let lastPhase = null; // the phase the last render drew
-
-let ws = null;
-let snapshotted = false; // whether the current socket has delivered its snapshot
-let connectStartedAt = 0;
-let attempt = 0;
-let retryTimer = 0;
-let snapshotTimer = 0;
-let tickTimer = 0;
-let resyncTimer = 0;
-let nextId = 1; // never reset, so a late reply from an old socket cannot match a new command
-
-// Commands in flight: id -> {op, timer}. A pending start shows the spinner on
-// this page until its ack or error, because pressing is a wait for the network.
-const pending = new Map();
-
-// The ping in flight (one at a time, so pongs never queue behind each other):
-// {t, timer} or null, plus how many more the current burst wants.
-let ping = null;
-let pingsLeft = 0;
-let pingGapTimer = 0;
-
 // ---- Connection ------------------------------------------------------------
+// The socket itself is socket.js's; here is what the page makes of it.
 
-function setConn(conn) {
-  if (model.conn !== conn) model.message = null; // old messages are stale once the link changes
-  model.conn = conn;
+function onConn(conn, before, why) {
+  if (before !== conn) page.message = null; // old messages are stale once the link changes
   for (const c of CONN_STATES) el.root.classList.toggle(`state-${c}`, c === conn);
-}
-
-function connect() {
-  if (ws || model.conn === "closed") return;
-  clearTimeout(retryTimer);
-  // Tell the server what we have. It may answer with only the missed patches;
-  // today it always sends a fresh snapshot, which replaces everything anyway.
-  const since = model.state && Number.isSafeInteger(model.seq) ? model.seq : null;
-  let sock;
-  try {
-    sock = new WebSocket(sessionUrl(location, model.session, since), SUBPROTOCOL);
-  } catch {
-    scheduleReconnect();
-    return;
-  }
-  ws = sock;
-  snapshotted = false;
-  connectStartedAt = now();
-  // Handlers check `ws === sock` so a socket we have given up on cannot touch the model.
-  sock.addEventListener("open", () => {
-    if (ws !== sock) return;
-    presentKey(sock);
-    clearTimeout(snapshotTimer);
-    snapshotTimer = setTimeout(() => {
-      if (ws === sock && !snapshotted) dropSocket();
-    }, SNAPSHOT_TIMEOUT_MS);
-  });
-  sock.addEventListener("message", (ev) => {
-    if (ws === sock) onMessage(ev.data);
-  });
-  sock.addEventListener("close", (ev) => {
-    if (ws === sock) onClose(ev);
-  });
-  // "error" is always followed by "close", which does the work.
+  if (conn === "closed" && why) page.closedText = t[why];
+  if (conn === "reconnecting" && why) page.message = { kind: "error", text: t[why] };
+  // "live" comes with a snapshot, drawn once it is taken in (onServer).
+  if (conn !== "live") render();
 }
 
 /**
@@ -217,32 +156,22 @@ function connect() {
  * answer, a "viewer" snapshot (the join's) does not change what is shown
  * (roleDuringAuth), so a controller's page never flickers to "View only".
  */
-function presentKey(sock) {
-  model.offered = model.key;
-  const id = nextId++;
-  const msg = authMessage(model.key, id);
-  model.authId = msg ? id : null;
-  if (!msg) return;
-  sock.send(msg);
-  const timer = setTimeout(() => {
-    if (!settle(id)) return;
-    authAnswered();
-    render();
-  }, PRESS_TIMEOUT_MS);
-  pending.set(id, { op: "auth", timer });
+function presentKey() {
+  page.offered = page.key;
+  page.authId = page.link.authenticate(page.key);
 }
 
 /** The auth was answered (or given up on): show the role the server gave. */
 function authAnswered() {
-  model.authId = null;
-  model.role = model.snapshotRole ?? model.role;
+  page.authId = null;
+  page.role = page.snapshotRole ?? page.role;
 }
 
 /** Keeps the key for this tab: a reload presents it again, the address bar never shows it. */
 function keepKey(key) {
-  model.key = key;
+  page.key = key;
   try {
-    sessionStorage.setItem(keyStorageName(model.session), key);
+    sessionStorage.setItem(keyStorageName(page.session), key);
   } catch {
     // No storage: control lasts until a reload.
   }
@@ -268,179 +197,87 @@ function takeKey() {
     return;
   }
   try {
-    model.key = parseKey(new URLSearchParams({ key: sessionStorage.getItem(keyStorageName(model.session)) ?? "" }));
+    page.key = parseKey(new URLSearchParams({ key: sessionStorage.getItem(keyStorageName(page.session)) ?? "" }));
   } catch {
-    model.key = null;
+    page.key = null;
   }
 }
 
-/** Forgets everything tied to the current socket: commands in flight, pings. */
-function forgetSocket() {
-  ws = null;
-  model.authId = null; // the next socket presents the key again
-  snapshotted = false;
-  clearTimeout(snapshotTimer);
-  clearTimeout(resyncTimer);
-  clearTimeout(pingGapTimer);
-  if (ping) clearTimeout(ping.timer);
-  ping = null;
-  pingsLeft = 0;
-  // No reply can come on a new socket, so the spinner a press showed must go now.
-  for (const p of pending.values()) clearTimeout(p.timer);
-  pending.clear();
-  if (model.confirm?.id != null) model.confirm = null; // its answer cannot come now
-  if (model.rotate?.id != null) model.rotate = null;
+/** The socket is gone: no answer can come to what this page asked on it. */
+function onLost() {
+  page.authId = null; // the next socket presents the key again
+  if (page.confirm?.id != null) page.confirm = null;
+  if (page.rotate?.id != null) page.rotate = null;
 }
 
-/** Lets go of the current socket, closing it with `code` and `reason`. */
-function closeSocket(code, reason) {
-  const sock = ws;
-  forgetSocket();
-  try {
-    sock?.close(code, reason);
-  } catch {
-    // already closing
-  }
-}
-
-/** Gives up on a socket that looks dead (no snapshot, no pong, offline) and retries. */
-function dropSocket() {
-  closeSocket(4000, "client gave up");
-  scheduleReconnect();
-}
-
-function onClose(ev) {
+/** The server closed the socket (socket.js retries or stops after this). */
+function onSocketClose() {
   // Only a page that was never live can be refused for its origin.
-  if (!model.state) whyRefused(lang).then((text) => text && showRefusal(text));
-  forgetSocket();
-  const { retry, why } = closeOutcome(ev.code, ev.reason, ev.wasClean);
-  if (!retry) {
-    model.closedText = t[why];
-    setConn("closed");
-    render();
-    return;
-  }
-  scheduleReconnect(why ? { kind: "error", text: t[why] } : null);
+  if (!page.link.state) whyRefused(lang).then((text) => text && showRefusal(text));
 }
 
 /** The server refuses this page's origin: say so until the link is live. */
 function showRefusal(text) {
-  if (model.conn === "live") return;
-  model.message = { kind: "error", text };
+  if (page.link.conn === "live") return;
+  page.message = { kind: "error", text };
   render();
-}
-
-// Stays "reconnecting" while retrying (rather than flickering back to
-// "connecting" on each attempt) until a snapshot proves the link is live again.
-// `message` says why the server let go, when it said so.
-function scheduleReconnect(message = null) {
-  setConn("reconnecting");
-  if (message) model.message = message;
-  render();
-  clearTimeout(retryTimer);
-  retryTimer = setTimeout(connect, backoffDelay(attempt++));
-}
-
-// A backoff timer can be seconds long; when the tab comes back to the front
-// or the network returns, the user is looking now, so try now.
-function reconnectNow() {
-  if (ws || model.conn !== "reconnecting") return;
-  attempt = 0;
-  connect();
 }
 
 // ---- Messages ------------------------------------------------------------------
 
-function onMessage(data) {
-  let msg;
-  try {
-    msg = JSON.parse(data);
-  } catch {
-    return; // the server only sends JSON; ignore rather than die on a stray frame
-  }
-  const at = now();
-  switch (msg?.type) {
+/** A message socket.js took in (see its `on.message`). */
+function onServer(msg, { lostRun }) {
+  switch (msg.type) {
     case "snapshot":
+      applyControl(msg);
+    // falls through
     case "patch":
-      if (!onState(msg, at)) return;
-      break;
-    case "pong":
-      onPong(msg, at);
+      // Say so when the restart took a countdown with it; otherwise there is nothing to tell.
+      if (lostRun) page.message = { kind: "info", text: t.restarted };
+      el.root.dataset.epoch = page.link.epoch ?? "";
+      el.root.dataset.phase = page.link.state.phase ?? "";
       break;
     case "ack":
-      if (!settle(msg.id)) return;
-      if (msg.id === model.authId) authAnswered();
-      else if (msg.id === model.rotate?.id) rotated(msg);
+      answered(msg.id);
+      if (msg.id === page.authId) authAnswered();
+      else if (msg.id === page.rotate?.id) rotated(msg);
       break;
-    case "error": {
-      // Replies to this page's own commands are shown, and so are errors
-      // about this connection itself, which carry no id (rate_limited, and
-      // too_many_sessions just before a 1013 close). An id we no longer wait
-      // for is not the user's business.
-      if (msg.id != null && !settle(msg.id)) return;
-      if (msg.id != null && msg.id === model.authId) {
+    case "error":
+      if (msg.id != null) answered(msg.id);
+      if (msg.id != null && msg.id === page.authId) {
         // The key was not accepted: the view-only note says so; not an error of a press.
         authAnswered();
         break;
       }
-      if (msg.id != null && msg.id === model.rotate?.id) model.rotate = null;
-      model.message = { kind: "error", text: errorText(msg, t) };
+      if (msg.id != null && msg.id === page.rotate?.id) page.rotate = null;
+      page.message = { kind: "error", text: errorText(msg, t) };
       break;
-    }
-    default:
-      return; // unknown types are for newer pages; ignore
   }
   render();
 }
 
-function onState(msg, at) {
-  const held = { epoch: model.epoch, seq: model.seq, state: model.state };
-  const next = reduceMessage(held, msg, snapshotted);
-  if (!next) return false;
-  const first = msg.type === "snapshot" && !snapshotted;
-  const lostRun = next.restarted && ["running", "paused"].includes(model.state?.phase);
-  if (next.restarted) {
-    // A new epoch: the sessions we knew are gone. Drop every trace of the old
-    // server (its clock samples too) so nothing old is ever drawn again.
-    model.samples = [];
-    model.anchor = null;
-  }
-  model.epoch = next.epoch;
-  model.seq = next.seq;
-  model.state = next.state;
-  if (msg.type === "snapshot") {
-    applyControl(msg);
-    // The server read its clock between our connect and this arrival: a
-    // coarse clock sample, soon beaten by the pings' shorter round trips.
-    if (first) model.samples = addClockSample(model.samples, clockSample(connectStartedAt, at, msg.serverTime));
-    setAnchor(at, msg.serverTime);
-  } else if (msg.patch && "remaining" in msg.patch) {
-    setAnchor(at, null);
-  } else if (model.state.phase !== "running") {
-    model.anchor = null;
-  }
-  if (first) {
-    snapshotted = true;
-    attempt = 0; // reset only now: a server that accepts and drops must still back off
-    clearTimeout(snapshotTimer);
-    setConn("live");
-    startPings(PING_BURST);
-  }
-  // Say so when the restart took a countdown with it; otherwise there is nothing to tell.
-  if (lostRun) model.message = { kind: "info", text: t.restarted };
-  el.root.dataset.epoch = model.epoch ?? "";
-  el.root.dataset.phase = model.state.phase ?? "";
-  return true;
+/** Command `id` got no answer in time. */
+function onTimeout(id, op) {
+  answered(id);
+  if (op === "auth") authAnswered();
+  else page.message = { kind: "error", text: t.noAnswer };
+  render();
+}
+
+/** Command `id` was answered (or given up on). */
+function answered(id) {
+  // "End for everyone?" was answered: close it (a run that ended closes it anyway).
+  if (page.confirm?.id === id) page.confirm = null;
 }
 
 /** Takes this connection's role (and the key, for a controller) from its snapshot. */
 function applyControl(snapshot) {
   const { role, key } = controlOf(snapshot);
-  model.snapshotRole = role;
-  model.role = roleDuringAuth(model.role, role, model.authId !== null);
+  page.snapshotRole = role;
+  page.role = roleDuringAuth(page.role, role, page.authId !== null);
   // The first joiner gets a key it did not ask for (or a forgotten session
   // is begun anew with a new one): keep it so a reload keeps control.
-  if (role === "controller" && key && key !== model.key) keepKey(key);
+  if (role === "controller" && key && key !== page.key) keepKey(key);
 }
 
 // ---- "New controller link" (rotate_key) ---------------------------------------
@@ -448,30 +285,30 @@ function applyControl(snapshot) {
 // with No focused, like ending a run.
 
 function askToRotate() {
-  model.rotate = {};
+  page.rotate = {};
   render();
   el.rotateNo.focus();
 }
 
 function onRotateYes() {
-  if (!model.rotate || model.rotate.id != null) return;
+  if (!page.rotate || page.rotate.id != null) return;
   const id = send("rotate_key");
-  model.rotate = id === null ? null : { id };
+  page.rotate = id === null ? null : { id };
   render();
 }
 
 function closeRotate() {
-  model.rotate = null;
+  page.rotate = null;
   render();
   el.rotateKey.focus();
 }
 
 function rotated(ack) {
   const focusWasIn = el.rotate.contains(document.activeElement);
-  model.rotate = null;
+  page.rotate = null;
   if (typeof ack.key === "string" && parseKey(new URLSearchParams({ key: ack.key }))) {
     keepKey(ack.key);
-    model.offered = ack.key; // this connection holds the new key now
+    page.offered = ack.key; // this connection holds the new key now
     el.shareStatus.textContent = "";
     setText(el.shareStatus, t.newKeyDone);
   }
@@ -479,73 +316,11 @@ function rotated(ack) {
   if (focusWasIn) el.rotateKey.focus();
 }
 
-function setAnchor(at, sentAt) {
-  const s = model.state;
-  model.anchor =
-    s.phase === "running" && Number.isFinite(s.endsAt) && Number.isFinite(s.remaining)
-      ? { endsAt: s.endsAt, remaining: s.remaining, at, sentAt }
-      : null;
-}
-
-/** Ends the wait for command `id`; returns whether this page was waiting for it. */
-function settle(id) {
-  const p = pending.get(id);
-  if (!p) return false;
-  clearTimeout(p.timer);
-  pending.delete(id);
-  // "End for everyone?" was answered: close it (a run that ended closes it anyway).
-  if (model.confirm?.id === id) model.confirm = null;
-  return true;
-}
-
-/** Sends a command with a fresh id; returns the id, or null if not connected. */
+/** Sends a command; returns its id, or null (and says so) if not connected. */
 function send(op, fields = {}) {
-  if (!ws || ws.readyState !== WebSocket.OPEN || model.conn !== "live") {
-    model.message = { kind: "error", text: t.notConnected };
-    return null;
-  }
-  const id = nextId++;
-  ws.send(JSON.stringify({ op, ...fields, id }));
-  const timer = setTimeout(() => {
-    if (!settle(id)) return;
-    model.message = { kind: "error", text: t.noAnswer };
-    render();
-  }, PRESS_TIMEOUT_MS);
-  pending.set(id, { op, timer });
+  const id = page.link.send(op, fields);
+  if (id === null) page.message = { kind: "error", text: t.notConnected };
   return id;
-}
-
-// ---- Clock offset -----------------------------------------------------------------
-
-function startPings(count) {
-  pingsLeft = Math.max(pingsLeft, count);
-  if (!ping) sendPing();
-  clearTimeout(resyncTimer);
-  resyncTimer = setTimeout(() => startPings(3), RESYNC_MS);
-}
-
-function sendPing() {
-  clearTimeout(pingGapTimer);
-  if (!ws || ws.readyState !== WebSocket.OPEN || pingsLeft <= 0) return;
-  pingsLeft -= 1;
-  const t0 = now();
-  ws.send(JSON.stringify({ op: "ping", t: t0 }));
-  // The server answers pings at once; silence means a dead link that TCP has
-  // not noticed yet (a sleeping laptop, a dropped Wi-Fi).
-  ping = { t: t0, timer: setTimeout(dropSocket, PONG_TIMEOUT_MS) };
-}
-
-function onPong(msg, at) {
-  if (!ping || msg.t !== ping.t) return;
-  clearTimeout(ping.timer);
-  ping = null;
-  model.samples = addClockSample(model.samples, clockSample(msg.t, at, msg.serverTime));
-  if (pingsLeft > 0) pingGapTimer = setTimeout(sendPing, PING_GAP_MS);
-}
-
-/** The server's time now, as best we know it. */
-function serverNow() {
-  return now() + effectiveOffset(bestOffset(model.samples), model.anchor);
 }
 
 // ---- User actions ------------------------------------------------------------
@@ -562,7 +337,7 @@ function onStart(ev) {
   let fields;
   let problem = null;
   if (byUntil) {
-    const parsed = parseUntil(el.until.value, serverNow());
+    const parsed = parseUntil(el.until.value, page.link.serverNow());
     if (parsed.ok) fields = { until: parsed.until };
     else problem = t.badUntil[parsed.why];
   } else {
@@ -584,7 +359,7 @@ function onStart(ev) {
 
 function refuse(input, problem) {
   input.setAttribute("aria-invalid", "true");
-  model.message = { kind: "error", text: problem };
+  page.message = { kind: "error", text: problem };
   render();
   input.focus();
 }
@@ -594,7 +369,7 @@ function refuse(input, problem) {
 function remember() {
   try {
     localStorage.setItem(
-      rememberKey(model.session),
+      rememberKey(page.session),
       JSON.stringify({ mode: el.mode.value, duration: el.seconds.value, finish: el.finishText.value }),
     );
   } catch {
@@ -605,7 +380,7 @@ function remember() {
 function recall() {
   let saved = null;
   try {
-    saved = readRemembered(localStorage.getItem(rememberKey(model.session)));
+    saved = readRemembered(localStorage.getItem(rememberKey(page.session)));
   } catch {
     saved = null;
   }
@@ -621,8 +396,8 @@ function recall() {
 /** A press: clears the last message, sends, and shows the wait. Returns the command's id. */
 function command(op, fields = {}) {
   // A second press while the first awaits its answer is the same wish, not a new one.
-  if (op !== "adjust" && pendingOps().has(op)) return null;
-  model.message = null;
+  if (op !== "adjust" && page.link.pendingOps().has(op)) return null;
+  page.message = null;
   const id = send(op, fields);
   render();
   return id;
@@ -630,7 +405,7 @@ function command(op, fields = {}) {
 
 function onAdjust(seconds, opener) {
   if (!isAdjust(seconds)) return;
-  if (adjustEnds(model.state, seconds, serverNow())) askToEnd("adjust", { seconds }, opener);
+  if (adjustEnds(page.link.state, seconds, page.link.serverNow())) askToEnd("adjust", { seconds }, opener);
   else command("adjust", { seconds });
 }
 
@@ -640,13 +415,13 @@ function onAdjust(seconds, opener) {
 // twice, or held, then answers No. (Why not Undo: see the README.)
 
 function askToEnd(op, fields, opener) {
-  model.confirm = { op, fields, opener, id: null };
+  page.confirm = { op, fields, opener, id: null };
   render();
   el.confirmNo.focus();
 }
 
 function onConfirmYes() {
-  const c = model.confirm;
+  const c = page.confirm;
   if (!c || c.id !== null) return;
   c.id = command(c.op, c.fields);
   if (c.id === null) closeConfirm(false); // not sent: the message says why
@@ -654,9 +429,9 @@ function onConfirmYes() {
 
 /** Closes the question; `back` puts the focus on the control that asked it. */
 function closeConfirm(back) {
-  const c = model.confirm;
+  const c = page.confirm;
   if (!c) return;
-  model.confirm = null;
+  page.confirm = null;
   render();
   if (back && c.opener && !gone(c.opener)) c.opener.focus();
 }
@@ -689,7 +464,7 @@ function onOpenSession(ev) {
   const name = el.sessionName.value.trim();
   if (!SESSION_RE.test(name)) {
     el.sessionName.setAttribute("aria-invalid", "true");
-    model.message = { kind: "error", text: t.badSession(name) };
+    page.message = { kind: "error", text: t.badSession(name) };
     render();
     return;
   }
@@ -707,98 +482,26 @@ function onOpenSession(ev) {
 function onMode() {
   const byUntil = el.mode.value === "until";
   if (byUntil && !el.until.value) {
-    const ahead = serverNow() + UNTIL_SUGGEST_MS;
+    const ahead = page.link.serverNow() + UNTIL_SUGGEST_MS;
     el.until.value = localDateTime(Math.ceil(ahead / 60_000) * 60_000);
   }
-  model.message = null;
+  page.message = null;
   render();
-}
-
-// Copy buttons: the Clipboard API where the page may use it (a secure
-// context, such as https:// or localhost); otherwise the link is selected and
-// copied the old way, or left selected for the user to copy.
-const copyTimers = new Map();
-
-async function onCopy(button) {
-  const input = document.getElementById(button.dataset.copy);
-  const text = input?.value;
-  if (!text) return;
-  let copied = false;
-  if (window.isSecureContext && navigator.clipboard?.writeText) {
-    try {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    } catch {
-      // Refused (no permission, document not focused): fall back below.
-    }
-  }
-  if (!copied) {
-    input.focus();
-    input.select();
-    try {
-      copied = document.execCommand("copy");
-    } catch {
-      copied = false;
-    }
-  }
-  showCopied(button, copied);
-}
-
-function showCopied(button, copied) {
-  clearTimeout(copyTimers.get(button));
-  el.shareStatus.textContent = ""; // so the same words are announced again
-  if (copied) setText(button, t.copied);
-  setText(el.shareStatus, copied ? t.copied : t.copyManually);
-  copyTimers.set(
-    button,
-    setTimeout(() => {
-      setText(button, t.copy);
-      if (el.shareStatus.textContent === t.copied) setText(el.shareStatus, "");
-    }, COPIED_MS),
-  );
-}
-
-function selectAll(ev) {
-  ev.currentTarget.select();
 }
 
 // ---- View ----------------------------------------------------------------------
 
-function setText(node, text) {
-  // Skip no-op writes: re-setting identical text can make screen readers
-  // re-announce a live region.
-  if (node.textContent !== text) node.textContent = text;
-}
-
 function statusText() {
-  if (model.message) return model.message.text;
-  if (model.conn === "closed") return model.closedText ?? t.closed;
+  if (page.message) return page.message.text;
+  if (page.link.conn === "closed") return page.closedText ?? t.closed;
   // Cluster mode: the server cannot confirm this state with Redis.
-  if (model.conn === "live" && model.state?.stale) return t.stale;
-  return t[model.conn];
-}
-
-function pendingOps() {
-  return new Set([...pending.values()].map((p) => p.op));
+  if (page.link.conn === "live" && page.link.state?.stale) return t.stale;
+  return t[page.link.conn];
 }
 
 /** The big button and the run's controls (buttonView in logic.js). */
 function view() {
-  return buttonView(model.state, { role: model.role, live: model.conn === "live", pending: pendingOps() });
-}
-
-/** Whether a control takes no presses now (disabled, or aria-disabled while it waits). */
-function inert(node) {
-  return node.disabled || node.getAttribute("aria-disabled") === "true";
-}
-
-function setInert(node, value) {
-  if (value) node.setAttribute("aria-disabled", "true");
-  else node.removeAttribute("aria-disabled");
-}
-
-function gone(node) {
-  return node.disabled || node.hidden || Boolean(node.closest("[hidden]"));
+  return buttonView(page.link.state, { role: page.role, live: page.link.conn === "live", pending: page.link.pendingOps() });
 }
 
 /**
@@ -809,7 +512,7 @@ function gone(node) {
  * pressed control stays focusable, only aria-disabled).
  */
 function focusTarget(phase) {
-  if (model.confirm) return el.confirmNo;
+  if (page.confirm) return el.confirmNo;
   if (phase === "running") return el.pause;
   if (phase === "paused") return el.start;
   return el.mode.value === "until" ? el.until : el.seconds;
@@ -822,31 +525,31 @@ function placeFocus(focused, before, after) {
   const turnTaker = focused === el.start || focused === el.pause || el.startFields.contains(focused);
   if (inForm && before !== after && turnTaker) target = focusTarget(after);
   else if (inForm && gone(focused)) target = focusTarget(after);
-  else if (onBody && focusGoal) target = focusGoal;
+  else if (onBody && page.focusGoal) target = page.focusGoal;
   if (!target || target === focused) return;
   if (gone(target)) {
-    focusGoal = target; // e.g. Resume while the link is down: given once it is back
+    page.focusGoal = target; // e.g. Resume while the link is down: given once it is back
     return;
   }
-  focusGoal = null;
+  page.focusGoal = null;
   target.focus();
 }
 
 function render() {
-  const s = model.state;
-  const live = model.conn === "live";
-  const ops = pendingOps();
+  const s = page.link.state;
+  const live = page.link.conn === "live";
+  const ops = page.link.pendingOps();
   const v = view();
   const focused = document.activeElement;
-  const before = lastPhase;
-  lastPhase = s?.phase ?? null;
-  if (model.confirm && !["running", "paused"].includes(s?.phase)) model.confirm = null; // the run ended anyway
+  const before = page.lastPhase;
+  page.lastPhase = s?.phase ?? null;
+  if (page.confirm && !["running", "paused"].includes(s?.phase)) page.confirm = null; // the run ended anyway
 
   if (v.busy) el.start.setAttribute("aria-busy", "true");
   else el.start.removeAttribute("aria-busy");
   // A controller's button keeps the focus through its waits: aria-disabled,
   // not disabled. A viewer's never takes presses at all.
-  const watcher = model.role === "viewer" || model.role === null;
+  const watcher = page.role === "viewer" || page.role === null;
   el.start.disabled = watcher && v.disabled;
   setInert(el.start, !watcher && v.disabled);
   el.start.hidden = v.hostWait;
@@ -863,17 +566,17 @@ function render() {
   setText(el.understood, byUntil ? "" : durationEcho(el.seconds.value, t));
   // Read-only rather than disabled while a start waits, so the focus stays.
   for (const input of [el.seconds, el.until, el.finishText]) input.readOnly = v.busy;
-  el.runControls.hidden = !v.run || Boolean(model.confirm);
-  el.confirm.hidden = !v.run || !model.confirm;
+  el.runControls.hidden = !v.run || Boolean(page.confirm);
+  el.confirm.hidden = !v.run || !page.confirm;
   el.pause.hidden = !v.pause;
   setInert(el.pause, !live || ops.has("pause"));
   for (const b of [el.minus, el.plus]) setInert(b, !live);
   setInert(el.cancel, !live || ops.has("cancel"));
-  const asked = model.confirm?.id != null;
+  const asked = page.confirm?.id != null;
   setInert(el.confirmYes, !live || asked);
   setInert(el.confirmNo, asked);
 
-  const sNow = serverNow();
+  const sNow = page.link.serverNow();
   const label = labelText(s, sNow, t);
   setText(el.label, label);
   setText(el.labelWords, s ? labelWords(s, sNow, t) : label);
@@ -881,11 +584,11 @@ function render() {
   const width = clockWidth(s, sNow);
   if (width === null) delete el.label.dataset.clock;
   else el.label.dataset.clock = String(width);
-  const title = titleText(s, sNow, model.session, t);
+  const title = titleText(s, sNow, page.session, t);
   if (document.title !== title) document.title = title;
 
-  setText(el.session, model.session);
-  if (el.session.title !== model.session) el.session.title = model.session;
+  setText(el.session, page.session);
+  if (el.session.title !== page.session) el.session.title = page.session;
   // A count from a link that is down is one this page cannot vouch for.
   setText(el.viewers, s ? viewersText(s.viewers, t, live) : "");
   el.viewers.classList.toggle("last-known", !live);
@@ -893,59 +596,48 @@ function render() {
   renderControl(v);
 
   setText(el.status, statusText());
-  if (model.message?.kind === "error" || model.conn === "closed" || (model.conn === "live" && s?.stale)) {
+  if (page.message?.kind === "error" || page.link.conn === "closed" || (page.link.conn === "live" && s?.stale)) {
     el.status.dataset.kind = "error";
   } else delete el.status.dataset.kind;
 
-  placeFocus(focused, before, lastPhase);
+  placeFocus(focused, before, page.lastPhase);
 
   // Redraw exactly when the number next changes. Timers in a background tab
   // may fire late; visibilitychange redraws at once when it is shown again.
-  clearTimeout(tickTimer);
+  clearTimeout(page.tickTimer);
   const delay = msUntilNextChange(s, sNow);
-  if (delay !== null) tickTimer = setTimeout(render, delay);
+  if (delay !== null) page.tickTimer = setTimeout(render, delay);
 }
 
 /** Controls or "View only", the Share area and the session field, from the role the server gave. */
 function renderControl(v) {
-  const view = controlView(model.role, model.key, model.offered);
-  el.root.dataset.role = model.role ?? "";
+  const view = controlView(page.role, page.key, page.offered);
+  el.root.dataset.role = page.role ?? "";
   el.options.hidden = !view.controls;
   el.viewOnly.hidden = !view.viewOnly;
   setText(el.viewOnlyDetail, view.keyRejected ? t.keyRejected : t.viewOnlyDetail);
   el.share.hidden = !view.share;
   el.shareController.hidden = !view.controllerLink;
   // The key stays out of the DOM unless this page may hand it out.
-  const links = view.share ? shareLinks(location, model.session, view.controllerLink ? model.key : null) : {};
-  for (const [input, value] of [[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]) {
-    if (input.value !== (value ?? "")) input.value = value ?? "";
-  }
+  const links = view.share ? shareLinks(location, page.session, view.controllerLink ? page.key : null) : {};
+  showLinks([[el.viewerLink, links.viewer], [el.controllerLink, links.controller]]);
   el.rotate.hidden = !view.controllerLink;
-  el.rotateKey.hidden = Boolean(model.rotate);
-  el.rotateConfirm.hidden = !model.rotate;
-  setInert(el.rotateYes, model.rotate?.id != null || model.conn !== "live");
-  setInert(el.rotateNo, model.rotate?.id != null);
+  el.rotateKey.hidden = Boolean(page.rotate);
+  el.rotateConfirm.hidden = !page.rotate;
+  setInert(el.rotateYes, page.rotate?.id != null || page.link.conn !== "live");
+  setInert(el.rotateNo, page.rotate?.id != null);
   // QR codes are fetched only once someone opens what shows them.
   showQr(el.viewerQr, el.share.open ? links.viewer : null);
   showQr(el.controllerQr, el.share.open && el.shareController.open ? links.controller : null);
 
   // Open mode, nothing running: the session's name becomes a field.
-  const picking = model.role === "open" && !v.run;
+  const picking = page.role === "open" && !v.run;
   el.openSession.hidden = !picking;
   el.session.hidden = picking;
   document.getElementById("session-word").classList.toggle("picking", picking);
   if (picking && document.activeElement !== el.sessionName && !el.sessionName.value) {
-    el.sessionName.value = model.session;
+    el.sessionName.value = page.session;
   }
-}
-
-function showQr(img, link) {
-  // A link longer than the server draws (a very long host name) gets no code, not a broken image.
-  const drawable = Boolean(link) && new TextEncoder().encode(link).length <= CONTRACT.qrTextMaxBytes;
-  img.hidden = !drawable;
-  if (!drawable) return;
-  const src = `qr.svg?text=${encodeURIComponent(link)}`;
-  if (img.getAttribute("src") !== src) img.setAttribute("src", src);
 }
 
 function applyStrings() {
@@ -981,10 +673,10 @@ function main() {
   onPress(el.rotateYes, onRotateYes);
   onPress(el.rotateNo, closeRotate);
   el.rotateConfirm.addEventListener("keydown", (ev) => {
-    if (ev.key === "Escape" && model.rotate?.id == null) closeRotate();
+    if (ev.key === "Escape" && page.rotate?.id == null) closeRotate();
   });
   el.confirm.addEventListener("keydown", (ev) => {
-    if (ev.key === "Escape" && model.confirm?.id === null) closeConfirm(true);
+    if (ev.key === "Escape" && page.confirm?.id === null) closeConfirm(true);
   });
   // A held key repeats: a repeat is never a second press (Space acts on its
   // one keyup anyway; Enter would act on every repeat).
@@ -996,7 +688,7 @@ function main() {
     true,
   );
   document.addEventListener("focusin", (ev) => {
-    if (ev.target !== focusGoal) focusGoal = null; // the user chose where to be
+    if (ev.target !== page.focusGoal) page.focusGoal = null; // the user chose where to be
   });
   el.mode.addEventListener("change", onMode);
   for (const input of [el.seconds, el.until, el.finishText, el.sessionName]) {
@@ -1010,59 +702,48 @@ function main() {
   el.shareController.addEventListener("toggle", () => {
     render();
     // It opens at the panel's foot: bring that into view.
-    if (!el.shareController.open) return;
-    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
-    el.share.scrollIntoView({ block: "end", behavior: still ? "auto" : "smooth" });
+    if (el.shareController.open) bringIntoView(el.share, "end");
   });
-  for (const button of el.share.querySelectorAll("button[data-copy]")) {
-    button.addEventListener("click", () => onCopy(button));
-  }
+  wireCopy(el.share, [el.viewerLink, el.controllerLink], el.shareStatus, t);
   // The page fills the screen, so an opened Share area starts below the fold:
   // bring it into view.
   el.share.addEventListener("toggle", () => {
     render(); // the QR codes load when shown
-    if (!el.share.open) return;
-    const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
-    el.share.scrollIntoView({ block: "nearest", behavior: still ? "auto" : "smooth" });
+    if (el.share.open) bringIntoView(el.share, "nearest");
   });
-  for (const input of [el.viewerLink, el.controllerLink]) {
-    input.addEventListener("focus", selectAll);
-    input.addEventListener("click", selectAll);
-  }
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState !== "visible") return;
     render(); // throttled timers may have left the label behind: redraw from endsAt now
-    reconnectNow();
-    if (model.conn === "live") startPings(3); // the machine may have slept: re-measure
+    page.link.reconnectNow();
+    if (page.link.conn === "live") page.link.startPings(3); // the machine may have slept: re-measure
   });
-  window.addEventListener("online", reconnectNow);
+  window.addEventListener("online", () => page.link.reconnectNow());
   // A controller link pasted into a tab already on this session changes only
   // the fragment, which reloads nothing: take its key and present it anew.
   window.addEventListener("hashchange", () => {
     if (!parseKeyFragment(location.hash)) return;
     takeKey();
-    closeSocket(1000, "new key");
-    connect();
+    page.link.close(1000, "new key");
+    page.link.connect();
   });
   // The socket may take minutes to notice a dead network; the browser knows now.
   window.addEventListener("offline", () => {
-    if (ws) dropSocket();
+    page.link.offline();
   });
 
   const parsed = parseSession(location.search);
   if (!parsed.ok) {
     // The server would refuse it anyway; say why instead of retrying forever.
-    model.session = parsed.raw;
-    model.closedText = t.badSession(parsed.raw);
-    setConn("closed");
-    render();
+    page.session = parsed.raw;
+    page.closedText = t.badSession(parsed.raw);
+    page.link.stop();
     return;
   }
-  model.session = parsed.session;
+  page.session = parsed.session;
   takeKey();
   recall();
   render();
-  connect();
+  page.link.connect();
 }
 
 main();

@@ -4,17 +4,10 @@
 // closes as 1006, the same as a server that is down. So when a socket closes
 // before its first snapshot, the page asks the server once, by POST (a
 // browser sends Origin on every POST), whether its origin may connect, and
-// if not, says so in words that name the flag the operator needs.
+// if not, says so in words that name the flag the operator needs
+// (originRefused in i18n.js).
 
-/** The words, in the page's two languages (see STRINGS in logic.js). */
-export const ORIGIN_STRINGS = {
-  en: {
-    originRefused: "This server does not accept pages from {origin}. Start it with --allow-origin {origin}",
-  },
-  "zh-Hant": {
-    originRefused: "此伺服器不接受來自 {origin} 的網頁。請以 --allow-origin {origin} 啟動伺服器",
-  },
-};
+import { STRINGS } from "./i18n.js";
 
 export const ORIGIN_CHECK_PATH = "/origin-check";
 
@@ -22,13 +15,13 @@ export const ORIGIN_CHECK_PATH = "/origin-check";
  * The sentence for the server's answer to the origin check, or null when
  * the origin is allowed (the trouble is elsewhere) or the answer is not one.
  * @param {unknown} answer the parsed JSON of POST /origin-check
- * @param {string} lang a key of ORIGIN_STRINGS
+ * @param {string} lang a key of STRINGS
  * @param {string} pageOrigin location.origin, used when the server could not read ours
  */
 export function refusalText(answer, lang, pageOrigin) {
   if (!answer || typeof answer !== "object" || answer.allowed !== false) return null;
   const origin = typeof answer.origin === "string" ? answer.origin : pageOrigin;
-  const words = (ORIGIN_STRINGS[lang] ?? ORIGIN_STRINGS.en).originRefused;
+  const words = (STRINGS[lang] ?? STRINGS.en).originRefused;
   return words.replaceAll("{origin}", origin);
 }
 

@@ -14,7 +14,7 @@ bound of the highest bucket reached), from the server's own
 `countdown_service_loop_seconds` histogram scraped before and after the run:
 anything that blocked the thread would show there. The clients share one Python
 process, so with many of them the client, not the server, sets the pace. Writes
-JSON to bench/results/store-*.json.
+JSON to bench/results/store.json, replacing the last run's.
 """
 
 from __future__ import annotations
@@ -151,9 +151,9 @@ def main() -> int:
                   f"{run['ack_p50_ms']:.2f} ms p99 {run['ack_p99_ms']:.2f} ms; loop iteration p99 "
                   f"<= {run['loop_busy_p99_ms']} ms, longest <= {run['loop_busy_top_bucket_ms']} ms",
                   flush=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = REPO / "bench" / "results" / f"store-{stamp}.json"
-    out.write_text(json.dumps({"seconds": args.seconds, "runs": results}, indent=1))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = REPO / "bench" / "results" / "store.json"
+    out.write_text(json.dumps({"timestamp": stamp, "seconds": args.seconds, "runs": results}, indent=1) + "\n")
     print(f"wrote {out.relative_to(REPO)}")
     return 0
 

@@ -5,7 +5,8 @@ Starts the built server on a free port, connects --viewers clients to one
 session, starts a --seconds countdown, and for every patch each client receives
 records (receipt time − scheduled time), where a tick for remaining = r is due at
 endsAt − r s and the finish at endsAt. Prints p50 / p99 / max and the finish
-lateness, and writes the same figures as JSON under bench/results/.
+lateness, and writes the same figures as JSON to bench/results/tick_lag.json,
+replacing the last run's (the viewers and seconds are in it).
 
     swift build -c release && python3 bench/tick_lag.py --viewers 200 --seconds 600
 """
@@ -113,7 +114,7 @@ async def main() -> int:
           f"{figures['ticks_received']} of {figures['ticks_expected']}, missed {len(missed)}")
     print("tick lag ms    p50 {p50:8.2f}   p99 {p99:8.2f}   max {max:8.2f}".format(**figures["tick_lag_ms"]))
     print("finish lag ms  p50 {p50:8.2f}   max {max:8.2f}".format(**figures["finish_lag_ms"]))
-    out = REPO / "bench" / "results" / f"tick_lag-{args.viewers}x{args.seconds}s.json"
+    out = REPO / "bench" / "results" / "tick_lag.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"wrote {out.relative_to(REPO)}")
     return 0 if not missed and len(lags) == figures["ticks_expected"] else 1

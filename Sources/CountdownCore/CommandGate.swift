@@ -1,16 +1,3 @@
-/// WebSocket close codes the server sends (RFC 6455 §7.4.1). The page reads
-/// the same numbers from `Public/constants.js`; a unit test compares them.
-public enum CloseCode: UInt16, Sendable, CaseIterable {
-  case goingAway = 1001
-  case unsupportedData = 1003
-  case invalidPayload = 1007
-  case policyViolation = 1008
-  case messageTooBig = 1009
-  /// Only the test-only echo route sends it, for a connection it lost track of.
-  case internalError = 1011
-  case tryAgainLater = 1013
-}
-
 /// The first step of the command path, per connection: rate-limit, decode,
 /// authorise. What comes out is a typed command for the sequencer, a ping to
 /// answer, or a refusal; nothing here touches a session.
@@ -26,7 +13,7 @@ struct CommandGate {
     /// Answer with this error; `op` names the command for metrics, when known.
     case refuse(CommandError, op: String?)
     /// A sustained flood: close the connection.
-    case close(code: CloseCode, reason: String)
+    case close(CloseDirective)
   }
 
   // One per viewer, so the limits come from the hub's config, and whether the
@@ -44,18 +31,20 @@ struct CommandGate {
     let rate = config.commandsPerSecond
     guard bucket.take(rate: rate, now: now) else {
       if let since = bucket.floodingSince, now - since >= config.floodCloseAfterMs {
-        return .close(code: .policyViolation, reason: "too many commands")
+        return .close(CloseDirective(.policyViolation, "too many commands"))
       }
       return .refuse(
         CommandError(.rateLimited, "more than \(Int(rate)) commands a second"), op: nil)
     }
     let message: ClientMessage
-    switch WireCodec.decode(text) {
+    switch WireCodec.decode(text, defaultSeconds: config.session.defaultSeconds) {
     case .failure(let error): return .refuse(error, op: nil)
     case .success(let decoded): message = decoded
     }
-    let command: SessionCommand
-    switch message.command {
+    func forbidden(_ op: SessionCommand.Op) -> Outcome {
+      .refuse(CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: op.rawValue)
+    }
+    switch message.request {
     case .ping(let t): return .ping(t: t)
     case .auth(let key): return .auth(key: key, id: message.id)
     case .rotateKey:
@@ -63,24 +52,13 @@ struct CommandGate {
         return .refuse(
           CommandError(
             .badRequest, "rotate_key needs a server started with --control key", id: message.id),
-          op: "rotate_key")
+          op: SessionCommand.Op.rotateKey.rawValue)
       }
-      guard isController else {
-        return .refuse(
-          CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: "rotate_key")
-      }
+      guard isController else { return forbidden(.rotateKey) }
       return .rotateKey(id: message.id)
-    case .start(let length, let label):
-      command = .start(length ?? .seconds(config.session.defaultSeconds), finishedLabel: label)
-    case .cancel: command = .cancel
-    case .pause: command = .pause
-    case .resume: command = .resume
-    case .adjust(let seconds): command = .adjust(seconds: seconds)
+    case .command(let command):
+      guard isController else { return forbidden(command.op) }
+      return .command(command, id: message.id)
     }
-    guard isController else {
-      return .refuse(
-        CommandError(.forbidden, Hub.explain(.forbidden), id: message.id), op: command.op)
-    }
-    return .command(command, id: message.id)
   }
 }

@@ -11,7 +11,7 @@ public enum JoinOutcome: Equatable, Sendable {
 /// What the network layer must do after `Hub.receive`.
 public enum ReceiveOutcome: Equatable, Sendable {
   case handled
-  case close(code: CloseCode, reason: String)
+  case close(CloseDirective)
 }
 
 /// Hears every published change and every forgotten session, for logs: it
@@ -399,8 +399,8 @@ public final class Hub {
     switch connections[handle].gate.admit(
       text, isController: isController, config: config, now: now)
     {
-    case .close(let code, let reason):
-      return .close(code: code, reason: reason)
+    case .close(let directive):
+      return .close(directive)
     case .refuse(let error, let op):
       if let op { stats.countCommand(op, result: error.code.rawValue) }
       reply(.frame(WireCodec.error(error)), to: id)
@@ -690,7 +690,7 @@ public final class Hub {
   private func finish(
     _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
   ) {
-    let op = pending.command.op
+    let op = pending.command.op.rawValue
     let answer: [UInt8]
     var placeKept = false
     switch outcome {

@@ -1,51 +1,3 @@
-/// Settings shared by every session's state machine.
-public struct SessionConfig: Equatable, Sendable {
-  /// Seconds a start uses when the command names none (the seed's demo used 5).
-  public var defaultSeconds: Int
-  /// The label while idle.
-  public var idleLabel: String
-  /// The label after a run ends, unless the start named its own.
-  public var finishedLabel: String
-  /// Viewer-count changes are merged into at most one patch per this many ms.
-  public var viewerPatchIntervalMs: Int64
-  /// An idle or finished session with no viewers is forgotten after this many ms.
-  public var idleExpiryMs: Int64
-  /// A paused session with no viewers is kept this long: someone means to resume it.
-  public var pausedExpiryMs: Int64
-  /// Key mode: a session's controller may come back, so its key must not go
-  /// to the next visitor. Never forgotten while running or paused; idle or
-  /// finished, kept at least `pausedExpiryMs` after its last viewer left.
-  public var keepsControl: Bool
-
-  public static let secondsRange = SessionRecord.secondsRange
-  public static let maxFinishedLabelLength = 64
-  /// Viewer-count patches to one session cost at most about this many frames a
-  /// second: a big audience gets its count less often, so a join storm costs
-  /// O(viewers) frames rather than O(viewers × patches).
-  public static let viewerFramesPerSecond: Int64 = 4000
-
-  public init(
-    defaultSeconds: Int = 5, idleLabel: String = "Ready",
-    finishedLabel: String = "Countdown finished", viewerPatchIntervalMs: Int64 = 250,
-    idleExpiryMs: Int64 = 60_000, pausedExpiryMs: Int64 = 86_400_000, keepsControl: Bool = false
-  ) {
-    self.defaultSeconds = defaultSeconds
-    self.idleLabel = idleLabel
-    self.finishedLabel = finishedLabel
-    self.viewerPatchIntervalMs = viewerPatchIntervalMs
-    self.idleExpiryMs = idleExpiryMs
-    self.pausedExpiryMs = pausedExpiryMs
-    self.keepsControl = keepsControl
-  }
-
-  /// One immutable copy that every state machine of a hub points at, so a
-  /// million sessions do not carry a million copies of the labels.
-  public final class Shared: Sendable {
-    public let value: SessionConfig
-    public init(_ value: SessionConfig) { self.value = value }
-  }
-}
-
 /// One countdown session, as a value: the seed's `showIndicator`/`hideIndicator`
 /// plus a deadline, with every change published as a numbered patch.
 ///
@@ -171,20 +123,19 @@ public struct SessionStateMachine: Sendable {
 
   /// The session's durable facts now: what a store keeps.
   public var record: SessionRecord {
-    var record = SessionRecord(
-      phase: phase, duration: Int(duration), seq: seq, revision: revision, updatedAt: updatedAt)
+    let status: SessionRecord.Status
+    let label: String?
     switch state {
-    case .idle: break
-    case .running(let endsAt, let label):
-      record.endsAt = endsAt
-      record.finishedLabel = label
-    case .paused(let remainingMs, let label):
-      record.remainingMs = remainingMs
-      record.finishedLabel = label
-    case .finished(let label):
-      record.finishedLabel = label
+    case .idle: (status, label) = (.idle, nil)
+    case .running(let endsAt, let finishedLabel):
+      (status, label) = (.running(endsAt: endsAt), finishedLabel)
+    case .paused(let remainingMs, let finishedLabel):
+      (status, label) = (.paused(remainingMs: remainingMs), finishedLabel)
+    case .finished(let finishedLabel): (status, label) = (.finished, finishedLabel)
     }
-    return record
+    return SessionRecord(
+      status, duration: Int(duration), finishedLabel: label, seq: seq, revision: revision,
+      updatedAt: updatedAt)
   }
 
   /// The state every viewer has been (or is being) sent, at `seq`.
@@ -247,13 +198,11 @@ public struct SessionStateMachine: Sendable {
     revision = record.revision
     updatedAt = record.updatedAt
     duration = Int32(clamping: record.duration)
-    switch record.phase {
-    case .running:
-      let endsAt = record.endsAt ?? now
+    switch record.status {
+    case .running(let endsAt):
       state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
       remaining = Self.wholeSeconds(from: now, to: endsAt)
-    case .paused:
-      let left = record.remainingMs ?? 0
+    case .paused(let left):
       state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
       remaining = Int32(clamping: SessionRecord.wholeSeconds(left))
     case .idle:

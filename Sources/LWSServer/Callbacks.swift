@@ -147,17 +147,17 @@ private func readRequest(of wsi: OpaquePointer) throws(HeaderError) -> UpgradeRe
     controllerKey: try urlArgument("key", in: arguments), since: since)
 }
 
-private func close(_ wsi: OpaquePointer, code: CloseCode, reason: String) -> Int32 {
-  server(of: wsi).closing(wsi, code: code, reason: reason)
-  var bytes = Array(reason.utf8.prefix(120))
-  lws_close_reason(wsi, lws_close_status(UInt32(code.rawValue)), &bytes, bytes.count)
+private func close(_ wsi: OpaquePointer, _ directive: CloseDirective) -> Int32 {
+  server(of: wsi).closing(wsi, code: directive.code, reason: directive.reason)
+  var bytes = Array(directive.reason.utf8.prefix(120))
+  lws_close_reason(wsi, lws_close_status(UInt32(directive.code.rawValue)), &bytes, bytes.count)
   return -1
 }
 
 private func finish(_ wsi: OpaquePointer, _ outcome: WriteOutcome) -> Int32 {
   switch outcome {
   case .keepOpen: 0
-  case .close(let code, let reason): close(wsi, code: code, reason: reason)
+  case .close(let directive): close(wsi, directive)
   case .fail: -1
   }
 }
@@ -204,7 +204,7 @@ func countdownCallback(
         wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi) != 0, isLast: isLast)
     case let value where value > 0:
       if binary {
-        return close(wsi, code: .unsupportedData, reason: "binary frames are not accepted")
+        return close(wsi, CloseDirective(.unsupportedData, "binary frames are not accepted"))
       }
       outcome = server.received(
         chunk, from: value - 1, announcedRemaining: lws_remaining_packet_payload(wsi),
@@ -212,7 +212,7 @@ func countdownCallback(
     default:
       return 0  // a refused join: ignore what it says while it is being closed
     }
-    if case .close(let code, let text) = outcome { return close(wsi, code: code, reason: text) }
+    if case .close(let directive) = outcome { return close(wsi, directive) }
 
   case LWS_CALLBACK_SERVER_WRITEABLE:
     // lws 4.1.6 still offers WRITEABLE after it queued its own Close (for a

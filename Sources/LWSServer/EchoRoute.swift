@@ -1,3 +1,5 @@
+import CountdownCore
+
 /// The test-only echo route (`--autobahn-echo`, for the Autobahn suite): every
 /// message comes back as it came, text or binary. Pure bookkeeping, by
 /// socket; `CountdownServer` makes the lws calls.
@@ -25,11 +27,11 @@ struct EchoRoute {
     isLast: Bool, limit: Int
   ) -> ChunkOutcome {
     guard var connection = connections[wsi] else {
-      return .close(code: .internalError, reason: "unknown")
+      return .close(CloseDirective(.internalError, "unknown"))
     }
     if isFirst { connection.partialIsBinary = binary }
     guard connection.partial.count + chunk.count <= limit else {
-      return .close(code: .messageTooBig, reason: "message too large")
+      return .close(CloseDirective(.messageTooBig, "message too large"))
     }
     connection.partial.append(contentsOf: chunk)
     if isLast {

@@ -1,36 +1,91 @@
 import CountdownCore
 
 /// How a command becomes the argv of one `countdown_v2_command` call: the
-/// one place that knows the function's argument layout (countdown.lua reads
-/// the same slots by number).
+/// one place that knows the function's argument layout. countdown.lua reads
+/// the same slots through its `ARG` table, and FunctionLayoutTests fail when
+/// the two differ.
 enum CommandCall {
+  /// The function's ARGV, by slot number (Lua counts from 1). The case names
+  /// are the `ARG` table's keys.
+  enum Slot: Int, CaseIterable {
+    case epoch = 1
+    case channel
+    case session
+    case op
+    /// The command's operands, as `operands(of:)` gives them.
+    case first
+    case second
+    case label
+    /// The caller's record: the base when Redis has lost the session's hash.
+    case phase
+    case duration
+    case endsAt
+    case remainingMs
+    case revision
+    case baseLabel
+    /// The latest Redis time (ms) at which the caller still waits ('' for none).
+    case deadline
+    /// The command's nonce, which `resolve` looks up after a lost reply ('' for none).
+    case nonce
+    /// The hash of the key the commanding connection holds ('' in open mode).
+    case presented
+
+    /// The slot's place in what `arguments` returns.
+    var index: Int { rawValue - 1 }
+  }
+
   /// The whole FCALL, keys then arguments.
   static func argv(
     _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String
   ) -> [String] {
-    let (op, first, second, label) = arguments(of: request.command)
-    return [
+    [
       "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(request.session),
-      RedisSequencer.epochKey, RedisSequencer.positionKey, epoch, channel, request.session, op,
-      first, second, label,
-    ] + RecordMessage.arguments(of: request.current) + [
-      // Then the presented key's hash, which the function checks again.
-      String(deadline), nonce, request.presentedKeyHash?.hex ?? "",
+      RedisSequencer.epochKey, RedisSequencer.positionKey,
     ]
+      + arguments(
+        request.command, base: request.current.fields, session: request.session, epoch: epoch,
+        channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash)
   }
 
-  /// A command's op and arguments as `countdown_v2_command` takes them.
-  static func arguments(of command: SessionCommand) -> (String, String, String, String) {
+  /// The ARGV alone, one value per slot in slot order. Every slot has its
+  /// case below, so a slot added here cannot be left out.
+  static func arguments(
+    _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
+    channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil
+  ) -> [String] {
+    let operands = operands(of: command)
+    return Slot.allCases.map { slot in
+      switch slot {
+      case .epoch: epoch
+      case .channel: channel
+      case .session: session
+      case .op: command.op.rawValue
+      case .first: operands.first
+      case .second: operands.second
+      case .label: operands.label
+      case .phase: base.phase.rawValue
+      case .duration: String(base.duration)
+      // `-` stands for an absent time, as in a record line.
+      case .endsAt: base.endsAt.map(String.init) ?? "-"
+      case .remainingMs: base.remainingMs.map(String.init) ?? "-"
+      case .revision: String(base.revision)
+      case .baseLabel: base.finishedLabel ?? ""
+      case .deadline: deadline.map(String.init) ?? ""
+      case .nonce: nonce
+      case .presented: presented?.hex ?? ""
+      }
+    }
+  }
+
+  /// A command's operands as the function's rules (`RULES` in countdown.lua) take them.
+  static func operands(of command: SessionCommand) -> (first: String, second: String, label: String)
+  {
     switch command {
-    case .start(.seconds(let seconds), let label):
-      ("start", "seconds", String(seconds), label ?? "")
-    case .start(.until(let deadline), let label):
-      ("start", "until", String(deadline), label ?? "")
-    case .cancel: ("cancel", "", "", "")
-    case .pause: ("pause", "", "", "")
-    case .resume: ("resume", "", "", "")
-    case .adjust(let seconds): ("adjust", String(seconds), "", "")
-    case .rotateKey(let hash): ("rotate_key", hash.hex, "", "")
+    case .start(.seconds(let seconds), let label): ("seconds", String(seconds), label ?? "")
+    case .start(.until(let deadline), let label): ("until", String(deadline), label ?? "")
+    case .cancel, .pause, .resume: ("", "", "")
+    case .adjust(let seconds): (String(seconds), "", "")
+    case .rotateKey(let hash): (hash.hex, "", "")
     }
   }
 }

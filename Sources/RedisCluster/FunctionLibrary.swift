@@ -9,7 +9,7 @@ public enum FunctionLibrary {
     -- the revision, writes the session hash and publishes the change, all in one
     -- atomic step, so two starts racing on two instances give one ack and one
     -- busy without WATCH/MULTI. The rules mirror SessionRecord.applying in
-    -- Sources/CountdownCore/SessionRecord.swift exactly: same checks in the same
+    -- Sources/CountdownCore/SessionRecord+Rules.swift exactly: same checks in the same
     -- order, same error codes, same limits. RedisCluster embeds this file as
     -- FunctionLibrary.source, and a test fails when the two differ.
     --
@@ -154,75 +154,93 @@ public enum FunctionLibrary {
       return line
     end
 
+    -- The rules of each op, SessionRecord.applying's cases: each changes r and
+    -- returns nil, or returns the error code. Keyed by the op names of
+    -- SessionCommand.Op; a test fails when the two lists differ.
+    local RULES = {}
+
+    function RULES.start(r, a, b, label, at)
+      if r.phase == 'running' or r.phase == 'paused' then return 'busy' end
+      local endsAt
+      if a == 'seconds' then
+        local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
+        if not seconds then return 'bad_request' end
+        endsAt = at + seconds * 1000
+      elseif a == 'until' then
+        local deadline = integer(b, at + AHEAD_MIN, at + AHEAD_MAX)
+        if not deadline then return 'bad_request' end
+        endsAt = deadline
+      else
+        return 'bad_request'
+      end
+      r.phase = 'running'
+      r.endsAt = endsAt
+      r.remainingMs = nil
+      r.duration = whole_seconds(endsAt - at)
+      if label == '' then
+        r.label = nil
+      elseif is_label(label) then
+        r.label = label
+      else
+        return 'bad_request'
+      end
+    end
+
+    function RULES.cancel(r)
+      if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
+      r.phase = 'idle'
+      r.endsAt = nil
+      r.remainingMs = nil
+    end
+
+    function RULES.pause(r, a, b, label, at)
+      if r.phase ~= 'running' then return 'not_running' end
+      r.phase = 'paused'
+      -- A clock stepped back by weeks could leave more than a run may hold.
+      r.remainingMs = math.min(r.endsAt - at, AHEAD_MAX)
+      r.endsAt = nil
+    end
+
+    function RULES.resume(r, a, b, label, at)
+      if r.phase ~= 'paused' then return 'not_paused' end
+      r.phase = 'running'
+      r.endsAt = at + r.remainingMs
+      r.remainingMs = nil
+    end
+
+    function RULES.adjust(r, a, b, label, at)
+      if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
+      local seconds = integer(a, ADJUST_MIN, ADJUST_MAX)
+      if not seconds or seconds == 0 then return 'bad_request' end
+      local left = (r.endsAt and (r.endsAt - at) or r.remainingMs) + seconds * 1000
+      if left > AHEAD_MAX then return 'bad_request' end
+      r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
+      if left <= 0 then
+        r.phase = 'finished'
+        r.endsAt = nil
+        r.remainingMs = nil
+      elseif r.phase == 'running' then
+        r.endsAt = at + left
+      else
+        r.remainingMs = left
+      end
+    end
+
+    function RULES.rotate_key(r, a)
+      if not is_key_hash(a) then return 'bad_request' end
+      r.key = a
+    end
+
     -- SessionRecord.applying: nil on success (r is changed), else the error code.
     local function apply(r, op, a, b, label, at)
       if r.phase == 'running' and r.endsAt and r.endsAt <= at then
         r.phase = 'finished'
         r.endsAt = nil
       end
-      if op == 'start' then
-        if r.phase == 'running' or r.phase == 'paused' then return 'busy' end
-        local endsAt
-        if a == 'seconds' then
-          local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
-          if not seconds then return 'bad_request' end
-          endsAt = at + seconds * 1000
-        elseif a == 'until' then
-          local deadline = integer(b, at + AHEAD_MIN, at + AHEAD_MAX)
-          if not deadline then return 'bad_request' end
-          endsAt = deadline
-        else
-          return 'bad_request'
-        end
-        r.phase = 'running'
-        r.endsAt = endsAt
-        r.remainingMs = nil
-        r.duration = whole_seconds(endsAt - at)
-        if label == '' then
-          r.label = nil
-        elseif is_label(label) then
-          r.label = label
-        else
-          return 'bad_request'
-        end
-      elseif op == 'cancel' then
-        if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
-        r.phase = 'idle'
-        r.endsAt = nil
-        r.remainingMs = nil
-      elseif op == 'pause' then
-        if r.phase ~= 'running' then return 'not_running' end
-        r.phase = 'paused'
-        -- A clock stepped back by weeks could leave more than a run may hold.
-        r.remainingMs = math.min(r.endsAt - at, AHEAD_MAX)
-        r.endsAt = nil
-      elseif op == 'resume' then
-        if r.phase ~= 'paused' then return 'not_paused' end
-        r.phase = 'running'
-        r.endsAt = at + r.remainingMs
-        r.remainingMs = nil
-      elseif op == 'adjust' then
-        if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
-        local seconds = integer(a, ADJUST_MIN, ADJUST_MAX)
-        if not seconds or seconds == 0 then return 'bad_request' end
-        local left = (r.endsAt and (r.endsAt - at) or r.remainingMs) + seconds * 1000
-        if left > AHEAD_MAX then return 'bad_request' end
-        r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
-        if left <= 0 then
-          r.phase = 'finished'
-          r.endsAt = nil
-          r.remainingMs = nil
-        elseif r.phase == 'running' then
-          r.endsAt = at + left
-        else
-          r.remainingMs = left
-        end
-      elseif op == 'rotate_key' then
-        if not is_key_hash(a) then return 'bad_request' end
-        r.key = a
-      else
-        return 'bad_request'
-      end
+      local rule = RULES[op]
+      if not rule then return 'bad_request' end
+      local refused = rule(r, a, b, label, at)
+      if refused then return refused end
       if r.revision >= COUNTER_MAX then return 'bad_request' end
       r.revision = r.revision + 1
       return nil
@@ -281,29 +299,38 @@ public enum FunctionLibrary {
       return nil
     end
 
-    -- ARGV: epoch, channel, session, op, a, b, finished label ('' for none),
-    -- then the caller's record (phase, duration, endsAt, remainingMs, revision,
-    -- label): the base when Redis has lost the session's hash; last, optional,
-    -- the latest Redis time (ms) at which the caller still waits for the answer
-    -- ('' for none); then the command's nonce ('' for none), kept with the
-    -- session when it applies so that a caller whose reply was lost can tell
-    -- (resolve); then the hash of the key the commanding connection holds ('' in
-    -- open mode).
+    -- The ARGV slots of countdown_v2_command, by name: CommandCall.Slot in
+    -- Sources/RedisCluster/CommandCall.swift names the same slots with the same
+    -- numbers, and a test fails when the two differ. The command's operands
+    -- (first, second, label: what SessionCommand's case carries); then the
+    -- caller's record (phase ... baseLabel), the base when Redis has lost the
+    -- session's hash; then, each optional ('' for none), the latest Redis time
+    -- (ms) at which the caller still waits for the answer, the command's nonce,
+    -- kept with the session when it applies so that a caller whose reply was
+    -- lost can tell (resolve), and the hash of the key the commanding connection
+    -- holds ('' in open mode).
+    local ARG = {
+      epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
+      phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
+      deadline = 14, nonce = 15, presented = 16,
+    }
+
     -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
     -- A rotation also publishes `key <session> <revision> <hash>` first, so every
     -- instance stops taking the old key.
     local function command(keys, args)
-      local epoch, channel, session, op = args[1], args[2], args[3], args[4]
+      local epoch, channel = args[ARG.epoch], args[ARG.channel]
+      local session, op = args[ARG.session], args[ARG.op]
       local at = now_ms()
       -- A call that arrives after its caller gave up (a link that stalled and
       -- then delivered) must change nothing: the caller answered unavailable.
-      local deadline = integer(args[14] or '', 0, EPOCH_MAX)
+      local deadline = integer(args[ARG.deadline] or '', 0, EPOCH_MAX)
       if deadline and at > deadline then return {'expired'} end
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
-      local presented = args[16] or ''
+      local presented = args[ARG.presented] or ''
       local r, damage, f = read(keys[1])
-      local nonce = args[15] or ''
+      local nonce = args[ARG.nonce] or ''
       -- A caller that lost the reply has asked already, and answered that this
       -- command changed nothing: it must not apply now.
       if nonce ~= '' and f and listed(f.voided, nonce) then return {'expired'} end
@@ -311,10 +338,11 @@ public enum FunctionLibrary {
         -- Redis lost the session's hash, or only `open` wrote it, or it is
         -- damaged: the caller's record, checked like any other, is the base.
         local base = parse({
-          phase = args[8], duration = args[9],
-          endsAt = args[10] ~= '-' and args[10] or nil,
-          remainingMs = args[11] ~= '-' and args[11] or nil,
-          revision = args[12], label = args[13] ~= '' and args[13] or nil,
+          phase = args[ARG.phase], duration = args[ARG.duration],
+          endsAt = args[ARG.endsAt] ~= '-' and args[ARG.endsAt] or nil,
+          remainingMs = args[ARG.remainingMs] ~= '-' and args[ARG.remainingMs] or nil,
+          revision = args[ARG.revision],
+          label = args[ARG.baseLabel] ~= '' and args[ARG.baseLabel] or nil,
           -- The caller's record was written at or before now.
           updatedAt = int(at),
         })
@@ -337,7 +365,7 @@ public enum FunctionLibrary {
       if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
       -- Only key mode has keys: an open-mode caller must not make a session keyed.
       if op == 'rotate_key' and presented == '' then return {'rejected', 'bad_request'} end
-      local refused = apply(r, op, args[5], args[6], args[7], at)
+      local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at)
       if refused then return {'rejected', refused} end
       if nonce ~= '' then r.applied = push(r.applied, nonce) end
       write(keys[1], r, at)

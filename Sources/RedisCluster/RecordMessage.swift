@@ -12,7 +12,14 @@ struct RecordMessage: Equatable {
   /// shows a message this instance never got.
   var position: Int64
   var session: String
-  var record: SessionRecord
+  /// The record as the line gives it, not yet checked.
+  var fields: SessionRecord.Fields
+
+  /// The record, or why it cannot be taken: Redis's hashes and messages are
+  /// input, checked like a database row before any arithmetic on them.
+  var record: Result<SessionRecord, SessionRecord.Damage> {
+    Result { () throws(SessionRecord.Damage) in try SessionRecord(validating: fields) }
+  }
 
   /// A publish position as Redis's counter gives it (a message's, or `GET
   /// countdown:pos`), or nil out of range: positions are compared and
@@ -37,19 +44,9 @@ struct RecordMessage: Equatable {
     let label = parts.count == 11 ? String(parts[10]) : nil
     return RecordMessage(
       epoch: String(parts[0]), position: position, session: String(parts[2]),
-      record: SessionRecord(
+      fields: SessionRecord.Fields(
         phase: phase, duration: duration, endsAt: endsAt, remainingMs: remainingMs,
         finishedLabel: label, seq: seq, revision: revision, updatedAt: updatedAt))
-  }
-
-  /// The record's fields as the function takes them (the base it writes
-  /// from when Redis has lost the session's hash).
-  static func arguments(of record: SessionRecord) -> [String] {
-    [
-      record.phase.rawValue, String(record.duration), record.endsAt.map(String.init) ?? "-",
-      record.remainingMs.map(String.init) ?? "-", String(record.revision),
-      record.finishedLabel ?? "",
-    ]
   }
 }
 

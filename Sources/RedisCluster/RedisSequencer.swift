@@ -347,14 +347,15 @@ public final class RedisSequencer: CommandSequencer {
       switch (parts.first, parts.count) {
       case ("ok", 2), ("ok", 3):
         if parts.count == 3 { recordReset(session, parts[2]) }
-        guard let message = RecordMessage.parse(parts[1]), acceptable(message, from: "reply")
+        guard let message = RecordMessage.parse(parts[1]),
+          let record = accepted(message, from: "reply")
         else {
           outcome = .unavailable(Self.unreachable)
           break
         }
-        outcome = .applied(message.record)
+        outcome = .applied(record)
         if open[session] != nil, !open[session]!.loading {
-          open[session]!.revision = max(open[session]!.revision, message.record.revision)
+          open[session]!.revision = max(open[session]!.revision, record.revision)
         }
         if let rotated { open[session]?.keyHash = rotated }
       case ("rejected", 2):
@@ -407,7 +408,8 @@ public final class RedisSequencer: CommandSequencer {
       return
     }
     if parts.count == 3 { recordReset(session, parts[2]) }
-    guard let message = RecordMessage.parse(parts[0]), acceptable(message, from: "read") else {
+    guard let message = RecordMessage.parse(parts[0]), let record = accepted(message, from: "read")
+    else {
       // Nothing sound to show: a session still loading shows its fresh
       // record, and its first command writes a sound one.
       guard entry.loading else { return }
@@ -420,7 +422,6 @@ public final class RedisSequencer: CommandSequencer {
       }
       return
     }
-    let record = message.record
     let storedKey = KeyHash(hex: parts[1])
     let wasLoading = entry.loading
     // A rotation whose message this instance missed (a reconnect, a gap).
@@ -446,8 +447,12 @@ public final class RedisSequencer: CommandSequencer {
   /// Whether a record that came from Redis can be taken: its fields in
   /// range (`SessionRecord.damage`) before any arithmetic on them. One that
   /// cannot is logged with its session and dropped; the rest carry on.
-  private func acceptable(_ message: RecordMessage, from source: String) -> Bool {
-    guard let damage = message.record.damage else { return true }
+  private func accepted(_ message: RecordMessage, from source: String) -> SessionRecord? {
+    let damage: String
+    switch message.record {
+    case .success(let record): return record
+    case .failure(let error): damage = error.reason
+    }
     stats.damagedRecords += 1
     log.warn(
       "redis_record_damaged",
@@ -455,7 +460,7 @@ public final class RedisSequencer: CommandSequencer {
         "session": LogValue(message.session), "source": LogValue(source),
         "damage": LogValue(damage),
       ])
-    return false
+    return nil
   }
 
   /// A message on the changes channel that is no record at all.
@@ -517,14 +522,14 @@ public final class RedisSequencer: CommandSequencer {
         unreadable(parts[2])
         return
       }
-      guard acceptable(message, from: "message") else { return }
-      changed(message)
+      guard let record = accepted(message, from: "message") else { return }
+      changed(message, record)
     default:
       break
     }
   }
 
-  private func changed(_ message: RecordMessage) {
+  private func changed(_ message: RecordMessage, _ record: SessionRecord) {
     let missed = position != 0 && message.position > position + 1
     position = max(position, message.position)
     if missed {
@@ -536,7 +541,7 @@ public final class RedisSequencer: CommandSequencer {
       read(message.session)
       return
     }
-    let revision = message.record.revision
+    let revision = record.revision
     // Loading: the read in flight may predate this change, so read again after it.
     if entry.loading || revision > entry.revision + 1 {
       read(message.session)
@@ -545,7 +550,6 @@ public final class RedisSequencer: CommandSequencer {
     guard revision > entry.revision else { return }
     open[message.session]!.revision = revision
     let now = redisClock.nowMilliseconds()
-    let record = message.record
     deliver { [weak self] in
       self?.hub?.adoptRemote(session: message.session, record: record, now: now)
     }
@@ -584,12 +588,13 @@ public final class RedisSequencer: CommandSequencer {
       case .failure: parts = []
       }
       let outcome: SequenceOutcome
-      switch (parts.first, parts.count, parts.count == 2 ? RecordMessage.parse(parts[1]) : nil) {
-      case ("applied", 2, let message?):
+      let record = parts.count == 2 ? try? RecordMessage.parse(parts[1])?.record.get() : nil
+      switch (parts.first, parts.count, record) {
+      case ("applied", 2, let record?):
         stats.lostRepliesApplied += 1
-        outcome = .applied(message.record)
+        outcome = .applied(record)
         if let entry = open[lost.session], !entry.loading {
-          open[lost.session]!.revision = max(entry.revision, message.record.revision)
+          open[lost.session]!.revision = max(entry.revision, record.revision)
         }
       case ("absent", 1, _):
         stats.lostRepliesNotApplied += 1

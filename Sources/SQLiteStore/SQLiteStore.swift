@@ -425,7 +425,8 @@ final class Database {
   }
 
   static func row(_ session: String, _ record: SessionRecord, _ keyHash: KeyHash?) -> [SQLValue] {
-    [
+    let record = record.fields
+    return [
       .text(session), .text(record.phase.rawValue), .integer(Int64(record.duration)),
       record.endsAt.map { .integer($0) } ?? .null,
       record.remainingMs.map { .integer($0) } ?? .null,
@@ -508,14 +509,17 @@ final class Database {
       }
       keyHash = hash
     }
-    let record = SessionRecord(
+    let fields = SessionRecord.Fields(
       phase: phase, duration: Int(try integer(2, "duration")),
       endsAt: try optionalInteger(3, "ends_at"),
       remainingMs: try optionalInteger(4, "remaining_ms"),
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
       updatedAt: try integer(8, "updated_at"))
-    if let damage = record.damage { throw RowDamage(damage) }
-    return StoredSession(id: id, record: record, keyHash: keyHash)
+    do throws(SessionRecord.Damage) {
+      return StoredSession(id: id, record: try SessionRecord(validating: fields), keyHash: keyHash)
+    } catch {
+      throw RowDamage(error.reason)
+    }
   }
 
 }

@@ -67,6 +67,23 @@ import Testing
     #expect(contract["errorEchoMaxLength"] as? Int == WireCodec.maxEchoLength)
   }
 
+  /// The ops the page knows that Swift does not, and those Swift has that the page lacks.
+  static func opDifferences(_ page: [String]) -> Set<String> {
+    let swift =
+      SessionCommand.Op.allCases.map(\.rawValue) + ClientRequest.MessageOp.allCases.map(\.rawValue)
+    return Set(page).symmetricDifference(swift)
+  }
+
+  /// The page's ops are exactly the session commands' and the other messages'.
+  @Test func opsAreTheSchemas() throws {
+    let page = try #require(try Self.contract()["ops"] as? [String])
+    #expect(Self.opDifferences(page) == [])
+    #expect(page.count == Set(page).count, "an op listed twice")
+    // It notices either side drifting: an op the page lacks, one Swift lacks.
+    #expect(Self.opDifferences(page.filter { $0 != "pause" }) == ["pause"])
+    #expect(Self.opDifferences(page + ["reset"]) == ["reset"])
+  }
+
   /// Phases, default labels, ops, the subprotocol and the session id rule.
   @Test func vocabulary() throws {
     let contract = try Self.contract()
@@ -85,7 +102,7 @@ import Testing
         case "auth": #"{"op":"auth","key":"k"}"#
         default: #"{"op":"\#(op)"}"#
         }
-      #expect((try? WireCodec.decode(Array(text.utf8)).get()) != nil, "op \(op)")
+      #expect((try? WireCodec.decode(Array(text.utf8), defaultSeconds: 5).get()) != nil, "op \(op)")
     }
     let pattern = try #require(contract["sessionIdPattern"] as? String)
     let regex = try Regex(pattern)

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import CountdownCore
@@ -6,7 +7,7 @@ import Testing
   /// 100k sessions due at mixed times come out in deadline order, each exactly once.
   @Test func hundredThousandMixedDeadlines() {
     var heap = DeadlineHeap()
-    var generator = SplitMix(seed: 42)
+    var generator = SeededRandom(seed: 42)
     var due: [Int64] = []
     for key in 0..<100_000 {
       let time = Int64(generator.next() % 1_000_000)
@@ -47,18 +48,5 @@ import Testing
     #expect(heap.popDue(now: 250) == 1)
     #expect(heap.popDue(now: 250) == 3)
     #expect(heap.isEmpty)
-  }
-}
-
-/// A small deterministic generator, so the test is the same every run.
-struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

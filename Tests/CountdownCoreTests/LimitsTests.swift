@@ -30,7 +30,7 @@ import Testing
       outcome = hub.receive(ping, from: flooder, now: now)
       now += 10  // 100 commands a second
     }
-    #expect(outcome == .close(code: .policyViolation, reason: "too many commands"))
+    #expect(outcome == .close(CloseDirective(.policyViolation, "too many commands")))
     // The first 20 commands (200 ms) are within the bucket; 5 s of refusals follow.
     #expect(now - t0 >= 5200 && now - t0 <= 5300)
     bystander.read(from: hub, now: now)

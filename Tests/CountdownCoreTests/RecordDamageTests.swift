@@ -23,7 +23,7 @@ import Testing
 
   /// Each field at and past its edge is named as damage, never trusted.
   @Test func edgesAreDamage() {
-    let running = SessionRecord(phase: .running, duration: 60, endsAt: t0, updatedAt: t0)
+    let running = SessionRecord.Fields(phase: .running, duration: 60, endsAt: t0, updatedAt: t0)
     #expect(running.damage == nil)
     var bad = running
     bad.endsAt = .max
@@ -50,12 +50,29 @@ import Testing
     #expect(bad.damage != nil)
     bad.finishedLabel = String(repeating: "x", count: 4096)
     #expect(bad.damage != nil)
-    let paused = SessionRecord(phase: .paused, duration: 60, remainingMs: 0, updatedAt: t0)
+    let paused = SessionRecord.Fields(phase: .paused, duration: 60, remainingMs: 0, updatedAt: t0)
     #expect(paused.damage != nil)
-    var idle = SessionRecord(phase: .idle, updatedAt: t0)
+    var idle = SessionRecord.Fields(phase: .idle, updatedAt: t0)
     #expect(idle.damage == nil)
     idle.remainingMs = 5
     #expect(idle.damage != nil)
+  }
+
+  /// A record read back from its flat fields is the record it was written
+  /// from, and a typed record's range damage is its fields' damage.
+  @Test func fieldsRoundTrip() throws {
+    let records = [
+      SessionRecord(.running(endsAt: t0 + 5000), duration: 5, seq: 3, revision: 2, updatedAt: t0),
+      SessionRecord(.paused(remainingMs: 1500), duration: 9, finishedLabel: "x", updatedAt: t0),
+      SessionRecord(.finished, duration: 60, finishedLabel: "bye", revision: 9, updatedAt: t0),
+      SessionRecord(.idle, finishedLabel: "kept", updatedAt: t0),
+    ]
+    for record in records {
+      #expect(try SessionRecord(validating: record.fields) == record)
+    }
+    let ahead = SessionRecord(.running(endsAt: SessionRecord.epochMsRange.upperBound))
+    #expect(ahead.damage == ahead.fields.damage)
+    #expect(ahead.damage == "a running record's endsAt is more than 30 days after its updatedAt")
   }
 
   /// Labels are text: control characters and DEL are refused, other scripts are not.

@@ -27,7 +27,7 @@ import Testing
   @Test func startSecondsBounds() throws {
     for seconds in [SessionRecord.secondsRange.lowerBound, SessionRecord.secondsRange.upperBound] {
       let message = try decode(#"{"op":"start","seconds":\#(seconds)}"#).get()
-      #expect(message.command == .start(.seconds(seconds), finishedLabel: nil))
+      #expect(message.request == .command(.start(.seconds(seconds), finishedLabel: nil)))
     }
   }
 
@@ -45,8 +45,8 @@ import Testing
   @Test func untilWithinEpochThenAhead() throws {
     for literal in ["-0", "0", "253402300799999"] {
       let message = try decode(#"{"op":"start","until":\#(literal)}"#).get()
-      guard case .start(.until(let deadline)?, _) = message.command else {
-        Issue.record("until \(literal) decoded as \(message.command)")
+      guard case .command(.start(.until(let deadline), _)) = message.request else {
+        Issue.record("until \(literal) decoded as \(message.request)")
         continue
       }
       #expect(
@@ -65,8 +65,8 @@ import Testing
   @Test func adjustBounds() throws {
     for seconds in [-86_400, -1, 1, 86_400] {
       #expect(
-        try decode(#"{"op":"adjust","seconds":\#(seconds)}"#).get().command
-          == .adjust(seconds: seconds))
+        try decode(#"{"op":"adjust","seconds":\#(seconds)}"#).get().request
+          == .command(.adjust(seconds: seconds)))
     }
   }
 
@@ -74,7 +74,7 @@ import Testing
   /// number passes: -0, 0, 1e308 and ±2^63 are echoed; 1e400 and 33 characters are not.
   @Test func pingTEdges() throws {
     for literal in ["-0", "0", "1e308", "-9223372036854775808", "18446744073709551616", "5e-324"] {
-      #expect(try decode(#"{"op":"ping","t":\#(literal)}"#).get().command == .ping(t: literal))
+      #expect(try decode(#"{"op":"ping","t":\#(literal)}"#).get().request == .ping(t: literal))
       #expect(
         text(WireCodec.pong(t: literal, serverTime: 1))
           == #"{"type":"pong","t":\#(literal),"serverTime":1}"#)
@@ -84,7 +84,7 @@ import Testing
       #expect(code(#"{"op":"ping","t":\#(literal)}"#) == .badRequest, "\(literal)")
     }
     let longest = String(repeating: "1", count: WireCodec.maxPingTLength)
-    #expect(try decode(#"{"op":"ping","t":\#(longest)}"#).get().command == .ping(t: longest))
+    #expect(try decode(#"{"op":"ping","t":\#(longest)}"#).get().request == .ping(t: longest))
   }
 
   /// Labels are text: each control character (U+0000–U+001F, U+007F) is refused.
@@ -148,7 +148,7 @@ import Testing
     #expect(
       idle.applying(.start(.seconds(1), finishedLabel: nil), at: late) == .failure(.badRequest))
     let paused = SessionRecord(
-      phase: .paused, duration: 60, remainingMs: 60_000, revision: 1, updatedAt: late)
+      .paused(remainingMs: 60_000), duration: 60, revision: 1, updatedAt: late)
     #expect(paused.applying(.resume, at: late) == .failure(.badRequest))
     #expect(paused.applying(.adjust(seconds: 60), at: late).map(\.remainingMs) == .success(120_000))
   }
@@ -157,12 +157,12 @@ import Testing
   @Test func durationStaysInRange() throws {
     let top = SessionRecord.durationRange.upperBound
     let running = SessionRecord(
-      phase: .running, duration: top, endsAt: t0 + 60_000, revision: 1, updatedAt: t0)
+      .running(endsAt: t0 + 60_000), duration: top, revision: 1, updatedAt: t0)
     let more = try running.applying(.adjust(seconds: 86_400), at: t0).get()
     #expect(more.duration == top)
     #expect(more.damage == nil)
     let short = SessionRecord(
-      phase: .running, duration: 10, endsAt: t0 + 600_000, revision: 1, updatedAt: t0)
+      .running(endsAt: t0 + 600_000), duration: 10, revision: 1, updatedAt: t0)
     let less = try short.applying(.adjust(seconds: -60), at: t0).get()
     #expect(less.duration == 0)
     #expect(less.damage == nil)
@@ -171,7 +171,7 @@ import Testing
   /// A pause after the clock stepped back by weeks keeps at most 30 days.
   @Test func pauseAfterClockStepBack() throws {
     let running = SessionRecord(
-      phase: .running, duration: 60, endsAt: t0 + 60_000, revision: 1, updatedAt: t0)
+      .running(endsAt: t0 + 60_000), duration: 60, revision: 1, updatedAt: t0)
     let back = t0 - 100 * 86_400_000
     let paused = try running.applying(.pause, at: back).get()
     #expect(paused.remainingMs == SessionRecord.aheadMsRange.upperBound)
@@ -206,15 +206,15 @@ import Testing
   /// shows a clamped count, and one long past comes back finished.
   @Test func restoringExtremeRecords() {
     let config = SessionConfig.Shared(SessionConfig())
-    var old = SessionRecord(phase: .idle, seq: .max, revision: 1, updatedAt: .min)
+    var old = SessionRecord(.idle, seq: .max, revision: 1, updatedAt: .min)
     var machine = SessionStateMachine(restoring: old, config: config, now: t0)
     #expect(machine.seq == SessionRecord.maxCounter)
-    old = SessionRecord(phase: .idle, seq: 3, revision: 1, updatedAt: .max)
+    old = SessionRecord(.idle, seq: 3, revision: 1, updatedAt: .max)
     machine = SessionStateMachine(restoring: old, config: config, now: t0)
     #expect(machine.seq == 3 + SessionStateMachine.maxUnstoredPatchesPerSecond)
 
     let far = SessionRecord(
-      phase: .running, duration: 60, endsAt: SessionRecord.epochMsRange.upperBound, revision: 1,
+      .running(endsAt: SessionRecord.epochMsRange.upperBound), duration: 60, revision: 1,
       updatedAt: t0)
     machine = SessionStateMachine(restoring: far, config: config, now: t0)
     #expect(machine.published.remaining == Int(Int32.max))
@@ -225,7 +225,7 @@ import Testing
 
     for endsAt in [Int64.min, Int64.max] {
       let damaged = SessionRecord(
-        phase: .running, duration: 60, endsAt: endsAt, revision: 1, updatedAt: t0)
+        .running(endsAt: endsAt), duration: 60, revision: 1, updatedAt: t0)
       machine = SessionStateMachine(restoring: damaged, config: config, now: t0)
       _ = machine.advance(now: t0 + 1000)
       #expect(machine.phase == (endsAt < t0 ? .finished : .running))

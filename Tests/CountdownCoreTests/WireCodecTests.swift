@@ -2,8 +2,8 @@ import Testing
 
 @testable import CountdownCore
 
-func decode(_ text: String) -> Result<ClientMessage, CommandError> {
-  WireCodec.decode(Array(text.utf8))
+func decode(_ text: String, defaultSeconds: Int = 5) -> Result<ClientMessage, CommandError> {
+  WireCodec.decode(Array(text.utf8), defaultSeconds: defaultSeconds)
 }
 
 func errorCode(_ text: String) -> ErrorCode? {
@@ -17,21 +17,21 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
   /// A full start decodes with its seconds, label and numeric id.
   @Test func decodesStart() throws {
     let message = try decode(#"{"op":"start","seconds":5,"finishedLabel":"倒計時結束","id":7}"#).get()
-    #expect(message.command == .start(.seconds(5), finishedLabel: "倒計時結束"))
+    #expect(message.request == .command(.start(.seconds(5), finishedLabel: "倒計時結束")))
     #expect(message.id.map { text($0.json) } == "7")
   }
 
-  /// A start without seconds leaves them to the server's default; a string id is kept.
+  /// A start without seconds runs the server's default; a string id is kept.
   @Test func decodesStartWithDefaults() throws {
-    let message = try decode(#"{"op":"start","id":"a\"b"}"#).get()
-    #expect(message.command == .start(nil, finishedLabel: nil))
+    let message = try decode(#"{"op":"start","id":"a\"b"}"#, defaultSeconds: 42).get()
+    #expect(message.request == .command(.start(.seconds(42), finishedLabel: nil)))
     #expect(message.id.map { text($0.json) } == #""a\"b""#)
   }
 
   /// A ping needs a numeric t, which the pong echoes verbatim with the server's time.
   @Test func pingAndPong() throws {
     #expect(
-      try decode(#"{"op":"ping","t":1700000000123.5}"#).get().command == .ping(t: "1700000000123.5")
+      try decode(#"{"op":"ping","t":1700000000123.5}"#).get().request == .ping(t: "1700000000123.5")
     )
     #expect(errorCode(#"{"op":"ping","t":"now"}"#) == .badRequest)
     #expect(errorCode(#"{"op":"ping"}"#) == .badRequest)
@@ -41,7 +41,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
   /// Cancel decodes; unknown extra fields are ignored.
   @Test func decodesCancel() throws {
-    #expect(try decode(#"{"op":"cancel","extra":[1,2]}"#).get().command == .cancel)
+    #expect(try decode(#"{"op":"cancel","extra":[1,2]}"#).get().request == .command(.cancel))
   }
 
   /// Text that is not JSON is bad_json.
@@ -68,8 +68,8 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     let ok = String(repeating: "倒", count: 64)
     let long = String(repeating: "x", count: 65)
     #expect(
-      try decode(#"{"op":"start","finishedLabel":"\#(ok)"}"#).get().command
-        == .start(nil, finishedLabel: ok))
+      try decode(#"{"op":"start","finishedLabel":"\#(ok)"}"#).get().request
+        == .command(.start(.seconds(5), finishedLabel: ok)))
     #expect(errorCode(#"{"op":"start","finishedLabel":"\#(long)"}"#) == .badRequest)
   }
 

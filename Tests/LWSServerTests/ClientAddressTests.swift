@@ -131,4 +131,30 @@ import Testing
         == "203.0.113.1")
     #expect(proxies.resolve(peer: "127.0.0.1", forwardedFor: trusted).address == "10.0.0.1")
   }
+
+  /// A hop's port and a Host's port follow one rule, 1 to 5 ASCII digits up
+  /// to 65535: the edges, and digits that are not ASCII, decide alike in both.
+  @Test func portsAsInAHost() {
+    for port in ["0", "65535", "00080", "1"] {
+      #expect(
+        proxies.resolve(peer: "127.0.0.1", forwardedFor: "198.51.100.7:\(port)")
+          == ClientAddress(address: "198.51.100.7"), "\(port)")
+      #expect(
+        proxies.resolve(peer: "127.0.0.1", forwardedFor: "[2001:db8::7]:\(port)")
+          == ClientAddress(address: "2001:db8::7"), "\(port)")
+      #expect(Authority("a.test:\(port)")?.port == Int(port), "\(port)")
+    }
+    for port in [
+      "65536", "000080", "", "+80", "-1", "\u{0668}\u{0660}", "\u{FF18}\u{FF10}", "1e3", "8 0",
+      "9223372036854775808", "18446744073709551616", "8\u{0}", String(repeating: "9", count: 4096),
+    ] {
+      #expect(
+        proxies.resolve(peer: "127.0.0.1", forwardedFor: "198.51.100.7:\(port)")
+          == ClientAddress(address: "127.0.0.1", malformed: true), "\(port.prefix(40))")
+      #expect(
+        proxies.resolve(peer: "127.0.0.1", forwardedFor: "[2001:db8::7]:\(port)")
+          == ClientAddress(address: "127.0.0.1", malformed: true), "\(port.prefix(40))")
+      #expect(Authority("a.test:\(port)") == nil, "\(port.prefix(40))")
+    }
+  }
 }

@@ -1,3 +1,4 @@
+import CountdownCore
 import Testing
 
 @testable import LWSServer
@@ -41,8 +42,8 @@ import Testing
     #expect(receive(&route, "12345", isLast: false, limit: 8) == .buffered)
     #expect(
       receive(&route, "6789", isFirst: false, limit: 8)
-        == .close(code: .messageTooBig, reason: "message too large"))
+        == .close(CloseDirective(.messageTooBig, "message too large")))
     _ = route.close(wsi)
-    #expect(receive(&route, "x") == .close(code: .internalError, reason: "unknown"))
+    #expect(receive(&route, "x") == .close(CloseDirective(.internalError, "unknown")))
   }
 }

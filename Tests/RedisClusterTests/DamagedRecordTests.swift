@@ -84,11 +84,11 @@ extension SequencerTests {
     for (name, fields) in Self.damaged where !name.hasPrefix("key") {
       try client.command(["DEL", RedisSequencer.sessionKey("c")])
       try client.command(["HSET", RedisSequencer.sessionKey("c")] + fields)
-      let base = SessionRecord(phase: .idle, duration: 5, revision: 7)
+      let base = SessionRecord.Fields(phase: .idle, duration: 5, revision: 7)
       let reply = try commandCall(
         client, "c", .start(.seconds(30), finishedLabel: nil), base: base, epoch: epoch)
       #expect(reply.first == "ok" && reply.count == 3, "\(name): \(reply)")
-      let record = try #require(RecordMessage.parse(reply[1])?.record)
+      let record = try #require(RecordMessage.parse(reply[1])).record.get()
       #expect(record.damage == nil && record.revision == 8 && record.phase == .running, "\(name)")
     }
   }
@@ -114,12 +114,12 @@ extension SequencerTests {
   @Test func damagedBaseIsRefused() throws {
     let client = try redis.blocking()
     let bases = [
-      SessionRecord(phase: .running, duration: 5, endsAt: nil, revision: 1),
-      SessionRecord(phase: .running, duration: 5, endsAt: .max, revision: 1),
-      SessionRecord(phase: .paused, duration: 5, remainingMs: -1, revision: 1),
-      SessionRecord(phase: .idle, duration: -1),
-      SessionRecord(phase: .idle, duration: 5, finishedLabel: "\u{7F}"),
-      SessionRecord(phase: .idle, duration: 5, revision: .max),
+      SessionRecord.Fields(phase: .running, duration: 5, endsAt: nil, revision: 1),
+      SessionRecord.Fields(phase: .running, duration: 5, endsAt: .max, revision: 1),
+      SessionRecord.Fields(phase: .paused, duration: 5, remainingMs: -1, revision: 1),
+      SessionRecord.Fields(phase: .idle, duration: -1),
+      SessionRecord.Fields(phase: .idle, duration: 5, finishedLabel: "\u{7F}"),
+      SessionRecord.Fields(phase: .idle, duration: 5, revision: .max),
     ]
     for base in bases {
       #expect(

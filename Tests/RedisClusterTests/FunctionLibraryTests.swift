@@ -19,18 +19,18 @@ import Testing
   static func bases(at t: Int64) -> [(String, SessionRecord)] {
     [
       ("idle", SessionRecord(revision: 3)),
-      ("finished", SessionRecord(phase: .finished, duration: 5, finishedLabel: "bye", revision: 4)),
+      ("finished", SessionRecord(.finished, duration: 5, finishedLabel: "bye", revision: 4)),
       (
-        "running", SessionRecord(phase: .running, duration: 60, endsAt: t + 40_000, revision: 5)
+        "running", SessionRecord(.running(endsAt: t + 40_000), duration: 60, revision: 5)
       ),
       (
         "running past its deadline",
-        SessionRecord(phase: .running, duration: 5, endsAt: t - 20_000, revision: 6)
+        SessionRecord(.running(endsAt: t - 20_000), duration: 5, revision: 6)
       ),
       (
         "paused",
         SessionRecord(
-          phase: .paused, duration: 90, remainingMs: 30_500, finishedLabel: "fin", revision: 7)
+          .paused(remainingMs: 30_500), duration: 90, finishedLabel: "fin", revision: 7)
       ),
     ]
   }
@@ -66,28 +66,28 @@ import Testing
       for command in commands {
         cases += 1
         try client.command(["DEL", "countdown:s:mirror"])
-        let (op, first, second, label) = CommandCall.arguments(of: command)
         let reply = try client.command(
           [
             "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",
-            "countdown:epoch",
-            "countdown:pos", "E", "countdown:test", "mirror", op, first, second, label,
-          ] + RecordMessage.arguments(of: base))
+            "countdown:epoch", "countdown:pos",
+          ]
+            + CommandCall.arguments(
+              command, base: base.fields, session: "mirror", epoch: "E", channel: "countdown:test"))
         let parts = reply.elements?.compactMap(\.text) ?? []
         let local = now()
         let expected = base.applying(command, at: local)
         switch (parts.first, expected) {
         case ("ok", .success(var record)):
-          let message = try #require(RecordMessage.parse(parts[1]))
-          let at = message.record.updatedAt
+          let got = try #require(RecordMessage.parse(parts[1])).record.get()
+          let at = got.updatedAt
           #expect(abs(at - local) < 1000)
           guard case .success(let exact) = base.applying(command, at: at) else {
             Issue.record("\(name), \(command): Swift refuses at the function's time")
             continue
           }
           record = exact
-          record.seq = message.record.seq
-          #expect(message.record == record, "\(name), \(command)")
+          record.seq = got.seq
+          #expect(got == record, "\(name), \(command)")
         case ("rejected", .failure(let code)):
           #expect(parts[1] == code.rawValue, "\(name), \(command)")
         default:
@@ -106,11 +106,11 @@ import Testing
     var answers: [String] = []
     for _ in 0..<2 {
       let reply = try client.command(
-        [
-          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch",
-          "countdown:pos",
-          "E", "countdown:test", "x", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord()))
+        ["FCALL", RedisSequencer.function("command"), "3", "countdown:s:x", "countdown:epoch"]
+          + ["countdown:pos"]
+          + CommandCall.arguments(
+            .start(.seconds(5), finishedLabel: nil), base: SessionRecord.Fields(), session: "x",
+            epoch: "E", channel: "countdown:test"))
       answers.append(reply.elements?.compactMap(\.text).joined(separator: " ") ?? "")
     }
     #expect(answers[0].hasPrefix("ok E 1 x 1 "))
@@ -125,10 +125,11 @@ import Testing
     try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
     func start(deadline: Int64) throws -> String {
       let reply = try client.command(
-        [
-          "FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch",
-          "countdown:pos", "E", "countdown:test", "late", "start", "seconds", "5", "",
-        ] + RecordMessage.arguments(of: SessionRecord()) + [String(deadline)])
+        ["FCALL", RedisSequencer.function("command"), "3", "countdown:s:late", "countdown:epoch"]
+          + ["countdown:pos"]
+          + CommandCall.arguments(
+            .start(.seconds(5), finishedLabel: nil), base: SessionRecord.Fields(), session: "late",
+            epoch: "E", channel: "countdown:test", deadline: deadline))
       return reply.elements?.first?.text ?? ""
     }
     #expect(try start(deadline: now() - 1000) == "expired")

@@ -88,7 +88,7 @@ import Testing
     ),
   ]
 
-  static let good = SessionRecord(phase: .running, duration: 60, endsAt: 61_000, updatedAt: 1000)
+  static let good = SessionRecord(.running(endsAt: 61_000), duration: 60, updatedAt: 1000)
 
   /// Each damaged row is set aside (named, with a reason) and moved to damaged_sessions as it
   /// was; the good row beside it loads, and the next start finds nothing to set aside.

@@ -32,8 +32,7 @@ import Testing
     let completions = Completions()
     store.onCompleted = completions.handler
     let before = SessionRecord(
-      phase: .running, duration: 60, endsAt: 1_796_024_364_226, seq: 1,
-      updatedAt: 1_796_024_304_226)
+      .running(endsAt: 1_796_024_364_226), duration: 60, seq: 1, updatedAt: 1_796_024_304_226)
     store.write(save("talk", before, ticket: 0))
     store.write(save("old", SessionRecord(), ticket: 1))
     #expect(
@@ -43,7 +42,7 @@ import Testing
     #expect(Self.fill(filler))
     // Big labels need new pages, which a full disk cannot give.
     let label = String(repeating: "x", count: 3000)
-    let paused = SessionRecord(phase: .paused, duration: 60, remainingMs: 5000, seq: 2)
+    let paused = SessionRecord(.paused(remainingMs: 5000), duration: 60, seq: 2)
     store.write(save("talk", paused, ticket: 2))
     for index in 0..<100 {
       store.write(
@@ -64,7 +63,7 @@ import Testing
     #expect(whileFull.last?.record == before)
 
     try FileManager.default.removeItem(atPath: filler)
-    let after = SessionRecord(phase: .finished, duration: 60, seq: 3)
+    let after = SessionRecord(.finished, duration: 60, seq: 3)
     store.write(save("talk", after, ticket: 200))
     #expect(completions.wait(for: 104).last?.outcome == .applied(after))
     let recovered = try store.load().sessions
@@ -91,7 +90,7 @@ import Testing
     _ = completions.wait(for: 2)
 
     _ = try store.pragma("query_only = ON")
-    store.write(save("talk", SessionRecord(phase: .running, endsAt: 9, seq: 2), ticket: 2))
+    store.write(save("talk", SessionRecord(.running(endsAt: 9), seq: 2), ticket: 2))
     store.write(.delete(session: "old"))
     #expect(
       completions.wait(for: 3).last?.outcome
@@ -100,7 +99,7 @@ import Testing
     #expect(try store.load().sessions.map(\.id) == ["old", "talk"])
 
     _ = try store.pragma("query_only = OFF")
-    let after = SessionRecord(phase: .paused, remainingMs: 1, seq: 3)
+    let after = SessionRecord(.paused(remainingMs: 1), seq: 3)
     store.write(save("talk", after, ticket: 3))
     #expect(completions.wait(for: 4).last?.outcome == .applied(after))
     #expect(try store.load().sessions == [StoredSession(id: "talk", record: after, keyHash: nil)])

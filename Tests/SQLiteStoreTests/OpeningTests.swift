@@ -42,14 +42,14 @@ import Testing
         StoredSession(
           id: "break",
           record: SessionRecord(
-            phase: .paused, duration: 600, remainingMs: 123_456, seq: 4, revision: 2,
+            .paused(remainingMs: 123_456), duration: 600, seq: 4, revision: 2,
             updatedAt: 1_796_021_000_000),
           keyHash: nil),
         StoredSession(
           id: "talk",
           record: SessionRecord(
-            phase: .running, duration: 2400, endsAt: 1_796_024_364_226, finishedLabel: "Time!",
-            seq: 12, revision: 3, updatedAt: 1_796_021_964_226),
+            .running(endsAt: 1_796_024_364_226), duration: 2400, finishedLabel: "Time!", seq: 12,
+            revision: 3, updatedAt: 1_796_021_964_226),
           keyHash: nil),
       ])
     let completions = Completions()

@@ -4,7 +4,7 @@ import Testing
 @testable import SQLiteStore
 
 @Suite struct QueueLimitTests {
-  static let record = SessionRecord(phase: .running, duration: 60, endsAt: 61_000, updatedAt: 1000)
+  static let record = SessionRecord(.running(endsAt: 61_000), duration: 60, updatedAt: 1000)
 
   /// With the writer held in a commit (a stalled disk), a command's write past the limit is
   /// answered unavailable at once through onCompleted; writes without a ticket get as much

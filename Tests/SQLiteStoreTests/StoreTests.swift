@@ -12,8 +12,7 @@ import Testing
     (
       "running",
       SessionRecord(
-        phase: .running, duration: 86_400, endsAt: 1_796_024_364_226,
-        finishedLabel: "Fini ✓ 菊花!",
+        .running(endsAt: 1_796_024_364_226), duration: 86_400, finishedLabel: "Fini ✓ 菊花!",
         seq: SessionRecord.maxCounter, revision: SessionRecord.maxCounter,
         updatedAt: 1_796_024_361_226),
       KeyHash(of: "controller key")
@@ -21,15 +20,15 @@ import Testing
     (
       "paused",
       SessionRecord(
-        phase: .paused, duration: SessionRecord.durationRange.upperBound,
-        remainingMs: SessionRecord.aheadMsRange.upperBound,
+        .paused(remainingMs: SessionRecord.aheadMsRange.upperBound),
+        duration: SessionRecord.durationRange.upperBound,
         finishedLabel: String(repeating: "é", count: 64), seq: 7, revision: 3, updatedAt: 0),
       nil
     ),
     (
       "finished",
       SessionRecord(
-        phase: .finished, duration: 5, seq: 1, revision: 1,
+        .finished, duration: 5, seq: 1, revision: 1,
         updatedAt: SessionRecord.epochMsRange.upperBound),
       KeyHash(bytes: SIMD32(repeating: 0xff))
     ),
@@ -97,7 +96,7 @@ import Testing
     let count = 3000
     for index in 0..<count {
       let record = SessionRecord(
-        phase: .running, duration: 5, endsAt: Int64(index), seq: UInt64(index))
+        .running(endsAt: Int64(index)), duration: 5, seq: UInt64(index))
       store.write(save("s\(index % 300)", record, ticket: UInt64(index)))
     }
     let received = completions.wait(for: count)
@@ -125,7 +124,7 @@ import Testing
       store.write(save("s\(index)", SessionRecord(), key: KeyHash(of: "k\(index)"), ticket: nil))
       if index % 7 == 0 {
         store.write(
-          save("s\(index)", SessionRecord(phase: .finished, duration: 5, revision: 1), ticket: nil))
+          save("s\(index)", SessionRecord(.finished, duration: 5, revision: 1), ticket: nil))
       }
       store.write(.delete(session: "s\(index)"))
     }
@@ -164,7 +163,7 @@ import Testing
     let (path, store, completions) = (fixture.path, fixture.store, fixture.completions)
     try store.saveEpoch("feedfacecafebeef")
     let record = SessionRecord(
-      phase: .running, duration: 60, endsAt: 1_796_024_364_226, seq: 4, updatedAt: 1_796_024_304_226
+      .running(endsAt: 1_796_024_364_226), duration: 60, seq: 4, updatedAt: 1_796_024_304_226
     )
     store.write(save("talk", record, ticket: 1))
     _ = completions.wait(for: 1)
@@ -190,7 +189,7 @@ import Testing
     defer { store.close() }
     let completions = Completions()
     store.onCompleted = completions.handler
-    store.write(save("a", SessionRecord(phase: .paused, remainingMs: 5), ticket: 9))
+    store.write(save("a", SessionRecord(.paused(remainingMs: 5)), ticket: 9))
     #expect(completions.wait(for: 1).map(\.ticket) == [Ticket(9)])
     #expect(try store.load().sessions.map(\.id) == ["a"])
   }

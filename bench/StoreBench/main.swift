@@ -74,7 +74,7 @@ final class Run: Sendable {
     }
     guard let ticket else { return }
     let record = SessionRecord(
-      phase: .running, duration: 60, endsAt: 1_796_024_364_226 + Int64(ticket), seq: ticket,
+      .running(endsAt: 1_796_024_364_226 + Int64(ticket)), duration: 60, seq: ticket,
       revision: ticket, updatedAt: 1_796_024_304_226)
     let before = ContinuousClock.now
     store.write(

@@ -341,7 +341,7 @@ private final class World {
     guard let before, let after else {
       fatalError("a session with a viewer is gone: \(viewer.session)")
     }
-    let decoded = WireCodec.decode(frame)
+    let decoded = WireCodec.decode(frame, defaultSeconds: hub.config.session.defaultSeconds)
     let id: String? =
       switch decoded {
       case .success(let message): message.id.map { String(decoding: $0.json, as: UTF8.self) }
@@ -350,10 +350,10 @@ private final class World {
     if let id, !viewers[index].sent.insert(id).inserted {
       viewers[index].ambiguous.insert(id)
     }
-    if case .success(let message) = decoded, message.command.changesNothing {
+    if case .success(let message) = decoded, message.request.changesNothing {
       // A ping or an auth is answered without a record: its ack is not checked.
       if let id { viewers[index].ambiguous.insert(id) }
-      check(after == before, "a \(message.command) changed the record")
+      check(after == before, "a \(message.request) changed the record")
       return
     }
     if let store {
@@ -381,7 +381,7 @@ private final class World {
       fatalError("the record changed for a frame that is no command: \(frame)")
     }
     if let id { viewers[index].applied[id] = after.revision }
-    guard let command = sessionCommand(message.command) else { return }
+    guard let command = sessionCommand(message.request) else { return }
     guard case .success(var expected) = before.applying(command, at: now) else {
       fatalError("the record changed for a command the rules refuse: \(command)")
     }
@@ -399,18 +399,12 @@ private final class World {
     }
   }
 
-  /// The typed command the gate makes of a decoded one; nil for one this
-  /// fuzzer does not model (a ping, an op added since), whose record is then
-  /// checked only for damage.
-  func sessionCommand(_ command: ClientCommand) -> SessionCommand? {
-    if case .start(let length, let label) = command {
-      return .start(length ?? .seconds(hub.config.session.defaultSeconds), finishedLabel: label)
-    }
-    if case .adjust(let seconds) = command { return .adjust(seconds: seconds) }
-    if command == .cancel { return .cancel }
-    if command == .pause { return .pause }
-    if command == .resume { return .resume }
-    return nil
+  /// The command the hub sequences for a decoded request; nil for one this
+  /// fuzzer does not model (a rotation, whose key the hub makes), whose
+  /// record is then checked only for damage.
+  func sessionCommand(_ request: ClientRequest) -> SessionCommand? {
+    guard case .command(let command) = request else { return nil }
+    return command
   }
 
   func step(_ program: inout Program) {
@@ -599,7 +593,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   return 0
 }
 
-extension ClientCommand {
+extension ClientRequest {
   /// Answered without a sequenced record.
   fileprivate var changesNothing: Bool {
     if case .ping = self { return true }

@@ -1,6 +1,6 @@
 """The systemd unit and the install step: `scripts/install PREFIX` puts the binary,
 Public/ and the unit where the unit expects them, `systemd-analyze verify` accepts the
-installed unit without a single warning, the unit carries the hardening the README
+installed unit without a single warning, the unit carries the hardening docs/operating.md
 promises, and the installed server serves the installed page."""
 
 from __future__ import annotations

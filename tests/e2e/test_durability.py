@@ -414,7 +414,7 @@ async def test_second_server_on_the_same_file_exits_1(data_dir):
 async def test_controller_key_survives_restart_and_crash(data_dir):
     """--control key with storage: after SIGTERM and restart, and after SIGKILL and restart,
     the controller link from before still controls and a visitor without it is a viewer
-    (what the README says a restart does); with --data :memory: a restart hands out a new key."""
+    (what docs/operating.md says a restart does); with --data :memory: a restart hands out a new key."""
     data = data_dir / "countdown.db"
     srv = start_server("--data", str(data), "--control", "key")
     session = sid("key")

@@ -624,12 +624,12 @@ async def test_nesting_deeper_than_16_is_bad_request(hammered, frame):
     ],
 )
 @run_async
-async def test_duplicate_keys_are_bad_request_as_the_readme_says(hammered, frame):
+async def test_duplicate_keys_are_bad_request_as_the_protocol_says(hammered, frame):
     """An object that repeats a key, at any depth and however the key is spelled (a
     \\u escape of the same name counts), is refused with bad_request and runs nothing; the
-    README documents that duplicates are refused rather than 'last one wins'."""
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert re.search(r"Duplicate keys are refused with `bad_request`", readme), "README must document it"
+    protocol document says that duplicates are refused rather than 'last one wins'."""
+    protocol = (REPO_ROOT / "docs" / "protocol.md").read_text()
+    assert re.search(r"Duplicate keys are refused with `bad_request`", protocol), "docs/protocol.md must say so"
     session = sid()
     x = await Client.connect(hammered.ws_url(session), name="X")
     o = await Client.connect(hammered.ws_url(session), name="observer")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import struct
 import uuid
 
@@ -15,7 +16,7 @@ import pytest
 from cdclient import Client, http_get, run_async
 from opskit import delta, scrape, value, wait_event, wait_scrape
 from rawws import OP_CLOSE, RawWS
-from serverproc import start_server
+from serverproc import REPO_ROOT, start_server
 from test_handshake import handshake
 
 
@@ -32,7 +33,7 @@ def quiet():
 
 
 def test_metrics_parse_and_have_every_family(quiet):
-    """/metrics parses with prometheus_client and has every family the README lists,
+    """/metrics parses with prometheus_client and has the families listed here,
     with HELP and TYPE lines and monotonic-looking histograms."""
     status, headers, body = http_get(quiet.host, quiet.port, "/metrics")
     text = body.decode()
@@ -66,6 +67,22 @@ def test_metrics_parse_and_have_every_family(quiet):
     loop_buckets = sorted((float(dict(labels)["le"]), v) for (name, labels), v in samples.items()
                           if name == "countdown_service_loop_seconds_bucket")
     assert 0 < longest <= next(le for le, v in loop_buckets if v == loop_buckets[-1][1])
+
+
+def test_every_family_served_is_documented(quiet):
+    """Every family /metrics declares (a server with storage, so the store's are there too)
+    has a row in one of docs/operating.md's metric tables."""
+    _, _, body = http_get(quiet.host, quiet.port, "/metrics")
+    families = set(re.findall(r"^# TYPE (\S+) ", body.decode(), re.M))
+    assert "countdown_store_commits_total" in families, "the server under test has no storage"
+    text = (REPO_ROOT / "docs" / "operating.md").read_text()
+    rows = text[text.index("\n## Metrics"):text.index("\n## Graphs worth watching")]
+    documented = set()
+    for line in rows.split("\n"):
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`([a-z_]+)`", line.split("|")[1]))
+    missing = sorted(families - documented)
+    assert not missing, f"docs/operating.md's metric tables lack {missing}"
 
 
 def test_process_open_fds_is_sampled(quiet):

@@ -296,8 +296,8 @@ def test_bad_flag_value_exits_2_naming_it(flag, bad, allowed):
 
 
 def test_help_names_every_variable_and_readme_lists_every_flag():
-    """--help shows each option's variable; the README's Operating section lists every
-    flag with its variable, so the documentation cannot fall behind the table."""
+    """--help shows each option's variable; the README's command-line table lists every
+    flag with its variable, so the documentation cannot fall behind the option table."""
     options = config_table(run_cli("--print-config").stdout.decode())
     help_text = run_cli("--help").stdout.decode()
     readme = (REPO_ROOT / "README.md").read_text()

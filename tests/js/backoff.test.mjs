@@ -1,9 +1,10 @@
 // Reconnect backoff (capped exponential, full jitter) and when not to reconnect.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { logic } from "./load-logic.mjs";
+import { i18n, logic } from "./load-public.mjs";
 
-const { backoffDelay, closeOutcome, shouldReconnect, NO_RETRY_REASON, STRINGS } = logic;
+const { backoffDelay, closeOutcome, shouldReconnect, NO_RETRY_REASON } = logic;
+const { STRINGS } = i18n;
 
 test("backoff ceiling doubles per attempt from the base", () => {
   const top = (n) => backoffDelay(n, { base: 500, cap: 10_000, random: () => 1 - Number.EPSILON });

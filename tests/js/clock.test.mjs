@@ -1,7 +1,7 @@
 // Clock offset estimation (NTP-style) and the label drawn from endsAt + offset.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { logic } from "./load-logic.mjs";
+import { i18n, logic } from "./load-public.mjs";
 
 const {
   clockSample,
@@ -12,8 +12,8 @@ const {
   displaySeconds,
   msUntilNextChange,
   labelText,
-  STRINGS,
 } = logic;
+const { STRINGS } = i18n;
 
 test("clockSample: offset is serverTime minus the midpoint, rtt is the round trip", () => {
   // Client clock 1000 ms behind the server, 40 ms each way.

@@ -3,10 +3,11 @@
 // in the page's own files to drift.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { CONTRACT, constantsSource, logic, logicSource, appSource } from "./load-logic.mjs";
+import { CONTRACT, i18n, logic, pageScripts, source } from "./load-public.mjs";
 
-const { SESSION_RE, SUBPROTOCOL, MIN_SECONDS, MAX_SECONDS, NO_RETRY_REASON, SERVER_READY_LABEL, SERVER_FINISHED_LABEL, STRINGS, parseSession, parseSeconds, isAdjust, closeOutcome, errorText } = logic;
+const { SESSION_RE, SUBPROTOCOL, MIN_SECONDS, MAX_SECONDS, NO_RETRY_REASON, SERVER_READY_LABEL, SERVER_FINISHED_LABEL, parseSession, parseSeconds, isAdjust, closeOutcome, errorText } = logic;
+const { STRINGS } = i18n;
+const constantsSource = source("constants.js");
 
 test("constants.js holds strict JSON from Object.freeze( to its last } (what the server's tests parse)", () => {
   const from = constantsSource.indexOf("{", constantsSource.indexOf("CONTRACT = Object.freeze("));
@@ -52,7 +53,7 @@ test("every error code of the contract has its own words in every language, and 
 });
 
 test("no copy of a contract value is left in the page's code or markup", () => {
-  const html = readFileSync(new URL("../../Public/index.html", import.meta.url), "utf8");
+  const html = source("index.html");
   const literals = [
     CONTRACT.subprotocol,
     CONTRACT.sessionIdPattern,
@@ -63,11 +64,14 @@ test("no copy of a contract value is left in the page's code or markup", () => {
   ];
   // Comments may name a value; code may not. "//" after a blank only, so "ws://" stays.
   const code = (source) => source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|\s)\/\/.*$/gm, "$1");
-  for (const [name, source] of [["logic.js", code(logicSource)], ["app.js", code(appSource)]]) {
-    for (const lit of literals) assert.ok(!source.includes(lit), `${name} has its own copy of ${lit}`);
+  const scripts = pageScripts.filter((name) => name !== "constants.js");
+  assert.ok(scripts.includes("logic.js") && scripts.includes("app.js") && scripts.includes("i18n.js"), scripts.join());
+  for (const name of scripts) {
+    const text = code(source(name));
+    for (const lit of literals) assert.ok(!text.includes(lit), `${name} has its own copy of ${lit}`);
     for (const code of CONTRACT.errorCodes) {
       // An error code may appear as a key of STRINGS.errors (the words for it), never as a rule.
-      const uses = source.match(new RegExp(`["']${code}["']`, "g")) ?? [];
+      const uses = text.match(new RegExp(`["']${code}["']`, "g")) ?? [];
       assert.equal(uses.length, 0, `${name} spells out the code "${code}" as a string`);
     }
   }

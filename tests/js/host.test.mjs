@@ -1,14 +1,15 @@
 // The host's page (issue 21): quick time entry, the finish text, remembered
 // values, the tab title, when −1 min ends a run, the clock's width class, and
-// the viewer count while disconnected. Pure logic from Public/logic.js.
+// the viewer count while disconnected. Pure logic from Public/logic.js, in the words of Public/i18n.js.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { logic, CONTRACT } from "./load-logic.mjs";
+import { CONTRACT, i18n, logic } from "./load-public.mjs";
 
 const {
   parseDuration, durationEcho, parseFinishText, readRemembered, rememberKey, titleText,
-  adjustEnds, clockWidth, viewersText, buttonView, PRESET_MINUTES, STRINGS,
+  adjustEnds, clockWidth, viewersText, buttonView, PRESET_MINUTES,
 } = logic;
+const { STRINGS } = i18n;
 const en = STRINGS.en;
 const zh = STRINGS["zh-Hant"];
 

@@ -1,9 +1,10 @@
 // Labels, languages, URLs and inputs.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { logic } from "./load-logic.mjs";
+import { i18n, logic } from "./load-public.mjs";
 
-const { labelText, labelSize, pickLang, STRINGS, sessionUrl, parseSession, parseSeconds, errorText, viewersText } = logic;
+const { labelText, labelSize, sessionUrl, parseSession, parseSeconds, errorText, viewersText } = logic;
+const { pickLang, STRINGS } = i18n;
 
 const finished = (label) => ({ phase: "finished", spinner: false, enabled: true, label, remaining: 0, duration: 5, endsAt: null });
 

@@ -1,7 +1,7 @@
 // RFC 7396 merge patches, and how snapshots, patches and epochs update what the page holds.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { logic } from "./load-logic.mjs";
+import { logic } from "./load-public.mjs";
 
 const { applyMergePatch, normalizeState, reduceMessage } = logic;
 

@@ -2,9 +2,10 @@
 // screen readers, counting down to a picked time, and the big button's states.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CONTRACT, logic } from "./load-logic.mjs";
+import { CONTRACT, i18n, logic } from "./load-public.mjs";
 
-const { formatClock, clockWords, labelText, labelWords, labelSize, shownSeconds, parseUntil, localDateTime, buttonView, STRINGS } = logic;
+const { formatClock, clockWords, labelText, labelWords, labelSize, shownSeconds, parseUntil, localDateTime, buttonView } = logic;
+const { STRINGS } = i18n;
 
 test("clock labels: plain seconds under a minute, then m:ss, h:mm:ss and Nd hh:mm:ss", () => {
   const cases = [

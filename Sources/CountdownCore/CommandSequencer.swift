@@ -1,0 +1,58 @@
+/// A command's place in the sequencer, from `Hub` to the sequencer and back.
+public struct Ticket: Hashable, Sendable {
+  public let value: UInt64
+  public init(_ value: UInt64) { self.value = value }
+}
+
+/// One command on its way through the sequencer.
+public struct SequenceRequest: Sendable {
+  public let ticket: Ticket
+  public let session: String
+  public let command: SessionCommand
+  /// The session's durable record before the command.
+  public let current: SessionRecord
+  /// The session's controller key hash in key mode, kept with every save.
+  public let keyHash: KeyHash?
+  /// The hash of the key the commanding connection holds (key mode), for a
+  /// sequencer that checks it again (a cluster): nil in open mode.
+  public let presentedKeyHash: KeyHash?
+  /// The service thread's time when the command was admitted.
+  public let now: Int64
+}
+
+/// What became of a sequenced command.
+public enum SequenceOutcome: Equatable, Sendable {
+  /// Stored or ordered: the session adopts this record, then the command is acked.
+  case applied(SessionRecord)
+  /// Refused by the session's rules (busy, not_running, …); nothing changed.
+  case rejected(ErrorCode)
+  /// Storage or the cluster could not take it; nothing changed.
+  case unavailable(String)
+}
+
+/// The "sequence" step of the command path: fixes a command's time and order,
+/// and may make it durable first. It answers at once (`done`) or later, by
+/// calling `Hub.complete(_:_:now:)` on the service thread.
+public protocol CommandSequencer: AnyObject {
+  func sequence(_ request: SequenceRequest) -> SequenceResult
+  /// A session was created here (with its controller key's hash in key
+  /// mode). `.loading` when its state lives elsewhere (a cluster): its
+  /// viewers and commands then wait for `Hub.loaded(session:record:keyHash:now:)`.
+  func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
+  /// The hub forgot a session: its durable facts may go too.
+  func forgot(session: String)
+}
+
+/// Whether a session created here can be shown at once.
+public enum SessionLoad: Equatable, Sendable {
+  /// The fresh record is the session's state.
+  case ready
+  /// The state is being fetched; `Hub.loaded` follows on the service thread.
+  case loading
+}
+
+public enum SequenceResult: Equatable, Sendable {
+  case done(SequenceOutcome)
+  /// The sequencer will call `Hub.complete` with this request's ticket.
+  case pending
+}

@@ -1,0 +1,53 @@
+/// Every field a viewer renders: the seed's button (spinner, enabled) and label.
+///
+/// This is the `state` object of the wire protocol; field order here is the
+/// order in which the encoder writes them.
+public struct CountdownState: Equatable, Sendable {
+  public var phase: Phase
+  public var spinner: Bool
+  public var enabled: Bool
+  public var label: String
+  public var remaining: Int
+  public var duration: Int
+  /// Epoch milliseconds of the deadline while running.
+  public var endsAt: Int64?
+  /// The exact time left while paused.
+  public var remainingMs: Int64?
+  public var viewers: Int
+  /// The server cannot confirm this state with the rest of its cluster
+  /// (cluster mode, Redis unreachable): the countdown goes on from what it
+  /// knew, but a change made elsewhere may be missing.
+  public var stale: Bool
+
+  public init(
+    phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int, duration: Int,
+    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int, stale: Bool = false
+  ) {
+    self.phase = phase
+    self.spinner = spinner
+    self.enabled = enabled
+    self.label = label
+    self.remaining = remaining
+    self.duration = duration
+    self.endsAt = endsAt
+    self.remainingMs = remainingMs
+    self.viewers = viewers
+    self.stale = stale
+  }
+
+  /// The fields whose values differ between two states.
+  public func changes(from old: CountdownState) -> FieldSet {
+    var set: FieldSet = []
+    if phase != old.phase { set.insert(.phase) }
+    if spinner != old.spinner { set.insert(.spinner) }
+    if enabled != old.enabled { set.insert(.enabled) }
+    if label != old.label { set.insert(.label) }
+    if remaining != old.remaining { set.insert(.remaining) }
+    if duration != old.duration { set.insert(.duration) }
+    if endsAt != old.endsAt { set.insert(.endsAt) }
+    if remainingMs != old.remainingMs { set.insert(.remainingMs) }
+    if viewers != old.viewers { set.insert(.viewers) }
+    if stale != old.stale { set.insert(.stale) }
+    return set
+  }
+}

@@ -1,0 +1,18 @@
+/// A set of state fields, one bit each: what a patch carries.
+public struct FieldSet: OptionSet, Hashable, Sendable {
+  public let rawValue: UInt16
+  public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+  public static let phase = FieldSet(rawValue: 1 << 0)
+  public static let spinner = FieldSet(rawValue: 1 << 1)
+  public static let enabled = FieldSet(rawValue: 1 << 2)
+  public static let label = FieldSet(rawValue: 1 << 3)
+  public static let remaining = FieldSet(rawValue: 1 << 4)
+  public static let duration = FieldSet(rawValue: 1 << 5)
+  public static let endsAt = FieldSet(rawValue: 1 << 6)
+  public static let viewers = FieldSet(rawValue: 1 << 7)
+  public static let remainingMs = FieldSet(rawValue: 1 << 8)
+  public static let stale = FieldSet(rawValue: 1 << 9)
+
+  public static let all: FieldSet = FieldSet(rawValue: 0x3FF)
+}

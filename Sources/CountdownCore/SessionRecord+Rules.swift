@@ -1,0 +1,108 @@
+/// The command rules: what each `SessionCommand` makes of each phase. A new
+/// op's rules go in `applying`'s switch, which lists every (command, status)
+/// pair without a `default`, and in countdown.lua's `RULES`.
+extension SessionRecord {
+  /// The record as it stands at `now`: a run whose deadline has passed is finished.
+  public func settled(at now: Int64) -> SessionRecord {
+    guard case .running(let endsAt) = status, endsAt <= now else { return self }
+    var copy = self
+    copy.status = .finished
+    return copy
+  }
+
+  /// The record after `command`, sequenced at `at`, or the error the command
+  /// gets. Pure: the in-memory and SQLite sequencers call it, and Redis's
+  /// function mirrors it, so a command replayed anywhere gives the same record.
+  ///
+  /// Every number that came from outside (a client's deadline, a record
+  /// read back) is checked against its range before any arithmetic, and every
+  /// sum or difference of times reports overflow rather than trapping: a
+  /// result outside `epochMsRange` or `aheadMsRange` is `bad_request`. A
+  /// clock outside `epochMsRange` (a broken host) is `unavailable`, since no
+  /// record made at it could be stored.
+  public func applying(_ command: SessionCommand, at: Int64) -> Result<SessionRecord, ErrorCode> {
+    guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
+    var next = settled(at: at)
+    switch (command, next.status) {
+    case (.start, .running), (.start, .paused):
+      return .failure(.busy)
+    case (.start(let length, let label), .idle), (.start(let length, let label), .finished):
+      if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
+      let endsAt: Int64
+      switch length {
+      case .seconds(let seconds):
+        guard Self.secondsRange.contains(seconds),
+          let deadline = Self.moment(at, plusMs: Int64(seconds) * 1000)
+        else { return .failure(.badRequest) }
+        endsAt = deadline
+      case .until(let deadline):
+        guard Self.epochMsRange.contains(deadline),
+          let ahead = Self.span(from: at, to: deadline), Self.aheadMsRange.contains(ahead)
+        else { return .failure(.badRequest) }
+        endsAt = deadline
+      }
+      next.status = .running(endsAt: endsAt)
+      next.duration = Int(Self.wholeSeconds(endsAt - at))
+      next.finishedLabel = label
+    case (.cancel, .running), (.cancel, .paused):
+      next.status = .idle
+    case (.cancel, .idle), (.cancel, .finished):
+      return .failure(.notRunning)
+    case (.pause, .running(let endsAt)):
+      // A clock stepped back by weeks could leave more than a run may hold.
+      guard let left = Self.span(from: at, to: endsAt) else { return .failure(.badRequest) }
+      next.status = .paused(remainingMs: min(left, Self.aheadMsRange.upperBound))
+    case (.pause, .idle), (.pause, .paused), (.pause, .finished):
+      return .failure(.notRunning)
+    case (.resume, .paused(let left)):
+      guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
+      next.status = .running(endsAt: endsAt)
+    case (.resume, .idle), (.resume, .running), (.resume, .finished):
+      return .failure(.notPaused)
+    case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
+      guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
+      let delta = Int64(seconds) * 1000
+      let before: Int64?
+      switch next.status {
+      case .running(let endsAt): before = Self.span(from: at, to: endsAt)
+      case .paused(let remainingMs): before = remainingMs
+      case .idle, .finished: before = nil
+      }
+      guard let before, case (let left, false) = before.addingReportingOverflow(delta),
+        left <= Self.aheadMsRange.upperBound
+      else { return .failure(.badRequest) }
+      // Clamped both ways, so a run adjusted for ever never leaves what storage keeps.
+      next.duration = min(
+        Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
+      if left <= 0 {
+        next.status = .finished
+      } else if case .running = next.status {
+        guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
+        next.status = .running(endsAt: endsAt)
+      } else {
+        next.status = .paused(remainingMs: left)
+      }
+    case (.adjust, .idle), (.adjust, .finished):
+      return .failure(.notRunning)
+    case (.rotateKey, _):
+      // The key hash is kept beside the record, not in it; the revision
+      // still moves, so every instance orders the rotation with the rest.
+      break
+    }
+    next.revision += 1
+    next.updatedAt = at
+    return .success(next)
+  }
+
+  /// `from + ms` when it is a moment a record may hold, else nil.
+  static func moment(_ from: Int64, plusMs ms: Int64) -> Int64? {
+    let (sum, overflow) = from.addingReportingOverflow(ms)
+    return !overflow && epochMsRange.contains(sum) ? sum : nil
+  }
+
+  /// `to − from` in ms, or nil when it does not fit in an Int64.
+  static func span(from: Int64, to: Int64) -> Int64? {
+    let (difference, overflow) = to.subtractingReportingOverflow(from)
+    return overflow ? nil : difference
+  }
+}

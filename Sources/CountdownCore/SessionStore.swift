@@ -1,0 +1,26 @@
+/// Where sessions' durable facts are written: the port a store (SQLite, say)
+/// implements. Every call comes from the service thread and must not block:
+/// queue the write and return. A write that carries a ticket is reported back
+/// through `Hub.complete`, on the service thread, once it is durable or failed.
+public protocol SessionStore: AnyObject {
+  func write(_ write: StoreWrite)
+}
+
+public enum StoreWrite: Equatable, Sendable {
+  /// Insert or replace a session's row. `keyHash` is nil in open mode.
+  case save(session: String, record: SessionRecord, keyHash: KeyHash?, ticket: Ticket?)
+  case delete(session: String)
+}
+
+/// A session as a store hands it back at start-up.
+public struct StoredSession: Equatable, Sendable {
+  public var id: String
+  public var record: SessionRecord
+  public var keyHash: KeyHash?
+
+  public init(id: String, record: SessionRecord, keyHash: KeyHash?) {
+    self.id = id
+    self.record = record
+    self.keyHash = keyHash
+  }
+}

@@ -1,0 +1,114 @@
+import CountdownCore
+import Testing
+
+@testable import RedisCluster
+
+/// countdown.lua and the Swift schema name the same command layout: the
+/// ARGV slots CommandCall fills, and the ops SessionCommand has. Read from
+/// the library's text, so a slot renumbered or an op added on one side only
+/// fails here rather than as a wrong command in a cluster.
+@Suite struct FunctionLayoutTests {
+  /// What is wrong with `source`'s command layout against the Swift schema;
+  /// empty when they agree.
+  static func problems(in source: String) -> [String] {
+    var problems: [String] = []
+    guard let table = argTable(in: source) else { return ["no `local ARG = {...}` table"] }
+    let swift = Dictionary(
+      uniqueKeysWithValues: CommandCall.Slot.allCases.map { ("\($0)", $0.rawValue) })
+    for (name, slot) in table.sorted(by: { $0.value < $1.value }) where swift[name] != slot {
+      problems.append("ARG.\(name) = \(slot), Swift has \(swift[name].map(String.init) ?? "none")")
+    }
+    for (name, slot) in swift.sorted(by: { $0.value < $1.value }) where table[name] == nil {
+      problems.append("Swift slot \(name) = \(slot) is not in ARG")
+    }
+    guard let body = commandBody(in: source) else {
+      return problems + ["no `local function command(keys, args)`"]
+    }
+    for read in matches(of: /args\[([^\]]*)\]/, in: body) {
+      if let name = read.wholeMatch(of: /ARG\.(\w+)/)?.1 {
+        if table[String(name)] == nil { problems.append("command reads args[\(read)], not in ARG") }
+      } else {
+        problems.append("command reads args[\(read)] by number, not by ARG name")
+      }
+    }
+    let rules = Set(source.matches(of: /\nfunction RULES\.(\w+)\(/).map { String($0.1) })
+    let ops = Set(SessionCommand.Op.allCases.map(\.rawValue))
+    for op in ops.subtracting(rules).sorted() { problems.append("no RULES.\(op) for Swift's op") }
+    for op in rules.subtracting(ops).sorted() { problems.append("RULES.\(op) is no Swift op") }
+    return problems
+  }
+
+  /// `name = number` pairs of the `local ARG = { ... }` table, or nil without one.
+  static func argTable(in source: String) -> [String: Int]? {
+    guard let table = source.firstMatch(of: /\nlocal ARG = \{([^}]*)\}/)?.1 else { return nil }
+    var slots: [String: Int] = [:]
+    for pair in table.matches(of: /(\w+)\s*=\s*(\d+)/) {
+      guard let slot = Int(pair.2), slots.updateValue(slot, forKey: String(pair.1)) == nil else {
+        return nil
+      }
+    }
+    return slots
+  }
+
+  /// The text of countdown_v2_command's Lua function, up to its closing `end`.
+  static func commandBody(in source: String) -> Substring? {
+    guard let start = source.range(of: "\nlocal function command(keys, args)\n"),
+      let end = source[start.upperBound...].range(of: "\nend\n")
+    else { return nil }
+    return source[start.upperBound..<end.lowerBound]
+  }
+
+  static func matches(of regex: Regex<(Substring, Substring)>, in text: Substring) -> [Substring] {
+    text.matches(of: regex).map(\.1)
+  }
+
+  /// The library as shipped reads every slot by the number CommandCall puts
+  /// it at, and has rules for exactly the ops of SessionCommand.
+  @Test func luaLayoutMatchesSwift() throws {
+    #expect(Self.problems(in: FunctionLibrary.source) == [])
+    let table = try #require(Self.argTable(in: FunctionLibrary.source))
+    #expect(table.count == CommandCall.Slot.allCases.count)
+    // Slots are 1...n in declaration order, as `arguments` lays them out.
+    #expect(CommandCall.Slot.allCases.map(\.rawValue) == Array(1...CommandCall.Slot.allCases.count))
+  }
+
+  /// Each kind of drift is caught: a slot renumbered, a slot missing, a read
+  /// by number, an op with no rules, a rule with no op.
+  @Test func driftIsCaught() {
+    let source = FunctionLibrary.source
+    let mutations: [(String, String, String)] = [
+      ("renumbered", "nonce = 15", "nonce = 14"),
+      ("missing", "presented = 16,", ""),
+      ("extra", "presented = 16,", "presented = 16, spare = 17,"),
+      ("by number", "args[ARG.presented]", "args[16]"),
+      ("unknown name", "args[ARG.nonce]", "args[ARG.nonse]"),
+      ("rule missing", "function RULES.pause(", "function RULES.hold("),
+      ("table gone", "local ARG = {", "local SLOTS = {"),
+    ]
+    for (name, from, to) in mutations {
+      #expect(source.contains(from), "\(name): the library no longer holds \(from)")
+      let mutated = source.replacingOccurrences(of: from, with: to)
+      #expect(!Self.problems(in: mutated).isEmpty, "\(name) went unnoticed")
+    }
+  }
+
+  /// The argv CommandCall builds puts each value at its slot: a record's
+  /// fields, a command's operands and the optional tail.
+  @Test func argumentsFillTheirSlots() {
+    let hash = KeyHash(of: "k")
+    let arguments = CommandCall.arguments(
+      .start(.until(1_700_000_060_000), finishedLabel: "fin"),
+      base: SessionRecord.Fields(phase: .paused, duration: 9, remainingMs: 4000, revision: 3),
+      session: "s", epoch: "E", channel: "c", deadline: 77, nonce: "n", presented: hash)
+    #expect(arguments.count == CommandCall.Slot.allCases.count)
+    let expected: [CommandCall.Slot: String] = [
+      .epoch: "E", .channel: "c", .session: "s", .op: "start", .first: "until",
+      .second: "1700000060000", .label: "fin", .phase: "paused", .duration: "9", .endsAt: "-",
+      .remainingMs: "4000", .revision: "3", .baseLabel: "", .deadline: "77", .nonce: "n",
+      .presented: hash.hex,
+    ]
+    for slot in CommandCall.Slot.allCases {
+      #expect(arguments[slot.index] == expected[slot], "\(slot)")
+    }
+  }
+}
