@@ -29,6 +29,9 @@ final class Guarded<State>: Sendable {
     try locked.withLock { try body(&$0.state) }
   }
 
+  /// Waiters asleep now: for tests, which must know their waiters wait.
+  var sleeperCount: Int { locked.withLock { $0.sleepers.count } }
+
   /// Changes the state and wakes every waiter.
   func update<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
     let (result, sleepers) = locked.withLock { locked in
