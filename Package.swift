@@ -12,16 +12,24 @@ let package = Package(
     // Logging, the Prometheus registry and process metrics: pure Swift, no lws,
     // so storage and Redis modules can log and add metric families too.
     .target(name: "Observability"),
+    // Debian's libev-dev, seen through a modulemap and a shim for its macros.
+    .systemLibrary(
+      name: "CLibev",
+      providers: [.apt(["libev-dev"])]
+    ),
+    // The service loop and its one timer type: the only module that imports
+    // CLibev. lws and hiredis both attach to its loop.
+    .target(name: "Libev", dependencies: ["CLibev"]),
     // Debian's libwebsockets-dev, seen through a modulemap and a small shim for macros.
     .systemLibrary(
       name: "CLibWebSockets",
       pkgConfig: "libwebsockets",
-      providers: [.apt(["libwebsockets-dev", "libev-dev"])]
+      providers: [.apt(["libwebsockets-dev"])]
     ),
     // The only module that imports the C library.
     .target(
       name: "LWSServer",
-      dependencies: ["CountdownCore", "CLibWebSockets", "Observability", "QRCode"]),
+      dependencies: ["CountdownCore", "CLibWebSockets", "Libev", "Observability", "QRCode"]),
     // Debian's libqrencode-dev, for the Share panel's QR codes (GET /qr.svg).
     .systemLibrary(
       name: "CQREncode",
@@ -37,10 +45,9 @@ let package = Package(
       providers: [.apt(["libsqlite3-dev"])]
     ),
     // Sessions' durable facts in SQLite: the only module that imports CSQLite.
-    .target(name: "SQLiteStore", dependencies: ["CountdownCore", "CSQLite"]),
-    // Debian's libhiredis-dev (async API, libev adapter) and libev-dev, seen
-    // through a modulemap and a shim for the adapter's static functions and
-    // libev's macros. No pkgConfig: the shim includes <hiredis/...> from the
+    .target(name: "SQLiteStore", dependencies: ["CountdownCore", "CSQLite", "Observability"]),
+    // Debian's libhiredis-dev (async API, libev adapter), seen through a
+    // modulemap and a shim for the adapter's static functions. No pkgConfig: the shim includes <hiredis/...> from the
     // default path, and hiredis.pc's only other flag, -D_FILE_OFFSET_BITS=64
     // (a no-op on 64-bit Linux), is one SwiftPM refuses with a warning on
     // every build.
@@ -50,7 +57,8 @@ let package = Package(
     ),
     // Cluster mode: sessions shared through Redis. The only importer of CHiredis.
     .target(
-      name: "RedisCluster", dependencies: ["CountdownCore", "CHiredis", "Observability"],
+      name: "RedisCluster",
+      dependencies: ["CountdownCore", "CHiredis", "Libev", "Observability"],
       exclude: ["countdown.lua"]),
     .executableTarget(
       name: "countdown-server",
@@ -58,13 +66,15 @@ let package = Package(
     // What more than one test target needs (a seeded generator), kept once.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore", "TestSupport"]),
+    .testTarget(name: "LibevTests", dependencies: ["Libev"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
     .testTarget(
-      name: "RedisClusterTests", dependencies: ["RedisCluster", "CountdownCore", "TestSupport"]),
+      name: "RedisClusterTests",
+      dependencies: ["RedisCluster", "CountdownCore", "Libev", "TestSupport"]),
     // A real server on a real loop, driven from other threads.
-    .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore"]),
+    .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore", "Libev"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),

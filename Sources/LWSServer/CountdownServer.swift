@@ -1,6 +1,8 @@
 import CLibWebSockets
 import CountdownCore
+import Libev
 import Observability
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -10,13 +12,16 @@ import Observability
 /// caller of `run`), one timer, and the mapping from hub connections to sockets.
 ///
 /// Every lws call happens on the thread inside `run`. The entries from other
-/// threads are `serviceQueue` and, from a signal handler, `requestStop`; both
-/// call nothing but `lws_cancel_service`.
+/// threads are `serviceQueue` (and `onServiceThread`'s functions, which post
+/// to it) and, from a signal handler, `requestStop`; both call nothing but
+/// `lws_cancel_service`. Work already on the service thread but outside lws's
+/// callbacks (hiredis replies) uses `runOnServiceThread`.
 ///
-/// The loop is lws's poll() or a libev loop the server creates and lends to
+/// The loop is lws's poll() or a `LibevLoop` the server creates and lends to
 /// lws as a foreign loop (`ServerConfig.eventLoop`). Either way the loop is
-/// driven by lws and by two timers (`LoopTimer`), never by code "once per
-/// iteration": with libev, `lws_service` returns only when the loop is broken.
+/// driven by lws and by the server's timers (`ServiceTimer`), never by code
+/// "once per iteration": with libev, `lws_service` returns only when the loop
+/// is broken.
 public final class CountdownServer {
   public static let subprotocol = "countdown.v1"
 
@@ -65,14 +70,20 @@ public final class CountdownServer {
 
   /// Work other threads hand to the service thread.
   public let serviceQueue = ServiceQueue()
+  /// The handlers `onServiceThread` registered, by number.
+  private var handlers: [(any Sendable) -> Void] = []
+  /// Between the queue opening and closing: when `runOnServiceThread` runs work.
+  private var serving = false
+  /// A push of the hub's changes is due (`runOnServiceThread`).
+  private var pushPending = false
   /// The loop `run` is running on; nil outside `run`. libev when it was asked
   /// for and its plugin loaded; poll otherwise.
   public private(set) var activeEventLoop: EventLoop?
   /// Called on the service thread once the server listens, before any event
-  /// is serviced, with the libev loop (a `struct ev_loop *`) when running on
-  /// libev, nil on poll. Attach other descriptors and timers to that loop here
-  /// (hiredis: `redisLibevAttach`); they run on the service thread.
-  public var onLoopReady: ((_ libevLoop: OpaquePointer?) -> Void)?
+  /// is serviced, with the libev loop when running on libev, nil on poll.
+  /// Attach other descriptors and timers to that loop here (hiredis,
+  /// `LoopTimer`s); they run on the service thread.
+  public var onLoopReady: ((_ loop: LibevLoop?) -> Void)?
   /// Called on the service thread after the loop stopped for good, before the
   /// libev loop is destroyed: stop whatever `onLoopReady` attached.
   public var onLoopDone: (() -> Void)?
@@ -80,29 +91,35 @@ public final class CountdownServer {
   private var writeNow: [ConnectionID] = []
   /// One reusable write buffer with `LWS_PRE` bytes of headroom.
   private var scratch: UnsafeMutableRawBufferPointer
-  private lazy var timer = LoopTimer { [unowned self] in timerDidFire() }
+  private lazy var timer = ServiceTimer { [unowned self] in timerDidFire() }
   /// The keepalive sweep when no tick has woken the loop for a while, and the
   /// shutdown deadline.
-  private lazy var housekeeping = LoopTimer { [unowned self] in housekeepingDidFire() }
+  private lazy var housekeeping = ServiceTimer { [unowned self] in housekeepingDidFire() }
   /// Ends a drain (`--drain-seconds`) and starts closing connections.
-  private lazy var drainTimer = LoopTimer { [unowned self] in beginStop() }
+  private lazy var drainTimer = ServiceTimer { [unowned self] in beginStop() }
+  /// Pushes the hub's changes after `runOnServiceThread`, once per iteration.
+  private lazy var pushTimer = ServiceTimer { [unowned self] in
+    pushPending = false
+    flush()
+  }
   /// The service-loop iteration metric on libev.
   private lazy var loopClock = LoopClock { [unowned self] in recordLoopIteration(seconds: $0) }
   /// On libev only: lws runs its own due timers (async kills, close-send,
   /// close-ack and flush timeouts) only after a socket event or when its one
   /// libev timer fires, and that timer cannot be brought forward (see
-  /// LoopTimer). Ticks written directly make few socket events, and lws's
+  /// ServiceTimer). Ticks written directly make few socket events, and lws's
   /// close path chains several such timeouts, so lateness added up past what
   /// clients wait for. Waking lws through its event pipe this often bounds
   /// how late any of its timers runs.
-  private lazy var lwsTimers = LoopTimer { [unowned self] in lwsTimersDidFire() }
+  private lazy var lwsTimers = ServiceTimer { [unowned self] in lwsTimersDidFire() }
   static let lwsTimerWakeMs: Int64 = 200
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
   private var context: OpaquePointer?
-  /// The libev loop lent to lws, owned (created and destroyed) by the server.
-  private var libevLoop: OpaquePointer?
+  /// The libev loop lent to lws, created by the server; it goes once the
+  /// context has gone and nothing else attached to it holds it.
+  private var libevLoop: LibevLoop?
   /// C strings and structs the context points into; freed after it is destroyed.
   private var retained: [UnsafeMutableRawPointer] = []
 
@@ -149,24 +166,22 @@ public final class CountdownServer {
     stopping = false
     ActiveContext.install(created)
     serviceQueue.open(created)
-    timer.attach(context: created, libevLoop: libevLoop)
-    housekeeping.attach(context: created, libevLoop: libevLoop)
-    drainTimer.attach(context: created, libevLoop: libevLoop)
-    lwsTimers.attach(context: created, libevLoop: libevLoop)
+    serving = true
+    for each in [timer, housekeeping, drainTimer, lwsTimers, pushTimer] {
+      each.attach(context: created, loop: libevLoop)
+    }
     if let libevLoop { loopClock.start(on: libevLoop) }
     defer {
       serviceQueue.close()
+      serving = false
       ActiveContext.install(nil)
       onLoopDone?()
-      timer.detach()
-      housekeeping.detach()
-      drainTimer.detach()
-      lwsTimers.detach()
+      for each in [timer, housekeeping, drainTimer, lwsTimers, pushTimer] { each.detach() }
+      pushPending = false
       loopClock.stop()
       timerDue = nil
       lws_context_destroy(created)
       context = nil
-      if let libevLoop { cds_ev_loop_destroy(libevLoop) }
       libevLoop = nil
       activeEventLoop = nil
     }
@@ -183,7 +198,7 @@ public final class CountdownServer {
     onLoopReady?(libevLoop)
     lastSweepAt = clock.nowMilliseconds()
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs)
-    if libevLoop != nil { lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000) }
+    if libevLoop != nil { lwsTimers.schedule(afterMs: Self.lwsTimerWakeMs) }
 
     // On poll, each lws_service is one wait; on libev, one ev_run that
     // returns when `finish` breaks it.
@@ -200,8 +215,8 @@ public final class CountdownServer {
     _ info: inout lws_context_creation_info
   ) throws(LWSError) -> OpaquePointer {
     if config.eventLoop == .libev {
-      if let loop = cds_ev_loop_new() {
-        var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop), nil]
+      if let loop = LibevLoop.make() {
+        var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop.unsafeRawLoop), nil]
         let options = info.options
         info.options |= cds_option_libev()
         let created = loops.withUnsafeMutableBufferPointer { buffer in
@@ -214,13 +229,10 @@ public final class CountdownServer {
           libevLoop = loop
           activeEventLoop = .libev
           if getenv("CDS_DEBUG") != nil {
-            cds_log(
-              LLL_NOTICE,
-              "countdown-server: libev backend \(String(cString: cds_ev_backend_name(loop)))")
+            cds_log(LLL_NOTICE, "countdown-server: libev backend \(loop.backendName)")
           }
           return created
         }
-        cds_ev_loop_destroy(loop)
       }
       cds_log(
         LLL_WARN,
@@ -296,12 +308,12 @@ public final class CountdownServer {
   }
 
   private func scheduleHousekeeping(afterMs delay: Int64) {
-    housekeeping.schedule(afterMicroseconds: delay * 1000)
+    housekeeping.schedule(afterMs: delay)
   }
 
   private func lwsTimersDidFire() {
     if let context { lws_cancel_service(context) }
-    lwsTimers.schedule(afterMicroseconds: Self.lwsTimerWakeMs * 1000)
+    lwsTimers.schedule(afterMs: Self.lwsTimerWakeMs)
   }
 
   private func housekeepingDidFire() {
@@ -342,10 +354,41 @@ public final class CountdownServer {
   /// `requestStop`.
   func serviceWoken() {
     let work = serviceQueue.take()
-    for item in work { item() }
+    for item in work {
+      switch item {
+      case .work(let run): run()
+      case .value(let value, let handler): handlers[handler](value)
+      }
+    }
     if !work.isEmpty { flush() }
     if ActiveContext.stopRequested && !draining { beginDrain() }
     if ActiveContext.stopRequestedAgain && !stopping { beginStop() }
+  }
+
+  /// A function any thread may call: each value it is given reaches `handle`
+  /// on the service thread, through `serviceQueue` and in order with
+  /// everything else posted there, and what `handle` changed in the hub is
+  /// pushed to lws after. For a handler that cannot travel in a Sendable
+  /// closure (it holds the hub). Call on the service thread or before `run`.
+  public func onServiceThread<Value: Sendable>(
+    _ handle: @escaping (Value) -> Void
+  ) -> @Sendable (Value) -> Void {
+    handlers.append { handle($0 as! Value) }
+    let handler = handlers.count - 1
+    return { [serviceQueue] value in serviceQueue.post(value, to: handler) }
+  }
+
+  /// Runs `work`, which is on the service thread already but outside lws's
+  /// callbacks (a hiredis reply, another module's timer), at once, and
+  /// pushes what it changed in the hub to lws before the loop next waits:
+  /// many calls in one iteration cost one push. Outside `run` (the queue is
+  /// closed) the work is dropped without running, as the queue drops it.
+  public func runOnServiceThread(_ work: () -> Void) {
+    guard serving else { return }
+    work()
+    guard !pushPending else { return }
+    pushPending = true
+    pushTimer.schedule(afterMs: 0)
   }
 
   /// SIGTERM or SIGINT: `/readyz` turns 503 at once. With `--drain-seconds`,
@@ -356,7 +399,7 @@ public final class CountdownServer {
     guard config.drainSeconds > 0 else { return beginStop() }
     Logger.shared.info(
       "draining", ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
-    drainTimer.schedule(afterMicroseconds: Int64(config.drainSeconds) * 1_000_000)
+    drainTimer.schedule(afterMs: Int64(config.drainSeconds) * 1000)
   }
 
   /// Closes every WebSocket with 1001 "going away", for at most 1.5 s.
@@ -382,7 +425,7 @@ public final class CountdownServer {
     guard !finished else { return }
     finished = true
     if let libevLoop {
-      cds_ev_break(libevLoop)
+      libevLoop.breakRun()
     } else if let context {
       // Otherwise lws_service sleeps on until its next timer, seconds away.
       lws_cancel_service(context)
@@ -419,10 +462,6 @@ public final class CountdownServer {
     writeNow.removeAll(keepingCapacity: true)
     armTimer()
   }
-
-  /// Pushes what the hub has to write after work on the service thread but
-  /// outside lws's callbacks (a Redis reply on the same loop).
-  public func pushHubChanges() { flush() }
 
   func requestWritable(_ wsi: OpaquePointer) {
     lws_callback_on_writable(wsi)
@@ -463,7 +502,8 @@ public final class CountdownServer {
       timer.cancel()
       return
     }
-    timer.schedule(afterMicroseconds: due * 1000 - clock.nowMicroseconds())
+    // Rounded up: a timer that fired before `due` would only wake the loop twice.
+    timer.schedule(afterMs: (due * 1000 - clock.nowMicroseconds() + 999) / 1000)
   }
 
   private func timerDidFire() {
@@ -584,29 +624,34 @@ public final class CountdownServer {
 
 }
 
-/// The one running context, reachable from a signal handler.
+/// The one running context, reachable from a signal handler: lock-free
+/// atomics, which a handler may touch where it may not take a lock.
 private enum ActiveContext {
-  nonisolated(unsafe) static var context: OpaquePointer?
+  /// The running context's address (0: none); an address because a pointer
+  /// is not Sendable, and it is only ever passed to lws_cancel_service.
+  static let contextAddress = Atomic<UInt>(0)
   /// How many stop signals arrived (counting stops at 2).
-  nonisolated(unsafe) static var stopFlag: sig_atomic_t = 0
+  static let stopCount = Atomic<Int>(0)
 
-  static var stopRequested: Bool { stopFlag != 0 }
-  static var stopRequestedAgain: Bool { stopFlag > 1 }
+  static var stopRequested: Bool { stopCount.load(ordering: .sequentiallyConsistent) != 0 }
+  static var stopRequestedAgain: Bool { stopCount.load(ordering: .sequentiallyConsistent) > 1 }
 
   /// A stop requested before the context existed is kept and acted on at
-  /// once; the flag clears when the context goes, for the next `run`.
+  /// once; the count clears when the context goes, for the next `run`.
   static func install(_ newContext: OpaquePointer?) {
-    context = newContext
+    contextAddress.store(UInt(bitPattern: newContext), ordering: .sequentiallyConsistent)
     if let newContext {
       if stopRequested { lws_cancel_service(newContext) }
     } else {
-      stopFlag = 0
+      stopCount.store(0, ordering: .sequentiallyConsistent)
     }
   }
 
   static func requestStop() {
-    stopFlag = stopFlag == 0 ? 1 : 2
-    // lws_service sleeps in poll() until an event: wake it so it sees the flag.
-    if let context { lws_cancel_service(context) }
+    _ = stopCount.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent)
+    _ = stopCount.compareExchange(expected: 0, desired: 1, ordering: .sequentiallyConsistent)
+    // lws_service sleeps in poll() until an event: wake it so it sees the count.
+    let address = contextAddress.load(ordering: .sequentiallyConsistent)
+    if let context = OpaquePointer(bitPattern: address) { lws_cancel_service(context) }
   }
 }

@@ -1,4 +1,4 @@
-import CLibWebSockets
+import Libev
 
 #if canImport(Glibc)
   import Glibc
@@ -7,36 +7,29 @@ import CLibWebSockets
 /// Times each iteration of a libev loop (from the moment its wait returns to
 /// the next wait) on the thread's CPU clock, and hands each duration to
 /// `record`. On poll, `CountdownServer` times `lws_service` itself; on libev
-/// that call is the whole run. Its raw memory and C callbacks stay in this file.
+/// that call is the whole run.
 final class LoopClock {
   private let record: (Double) -> Void
-  private let watchers: UnsafeMutablePointer<cds_ev_loop_clock_t>
-  private var loop: OpaquePointer?
+  private var loop: LibevLoop?
   private var wokeAt: Double?
 
   init(record: @escaping (Double) -> Void) {
     self.record = record
-    watchers = .allocate(capacity: 1)
-    watchers.initialize(to: cds_ev_loop_clock_t())
   }
 
-  deinit { watchers.deallocate() }
-
-  func start(on loop: OpaquePointer) {
+  func start(on loop: LibevLoop) {
     self.loop = loop
-    cds_ev_loop_clock_start(
-      loop, watchers, loopClockWoke, loopClockSleeping, Unmanaged.passUnretained(self).toOpaque())
+    loop.watchIterations(
+      woke: { [unowned self] in wokeAt = Self.threadCPUSeconds() },
+      sleeping: { [unowned self] in sleeping() })
   }
 
   func stop() {
-    guard let loop else { return }
-    cds_ev_loop_clock_stop(loop, watchers)
-    self.loop = nil
+    loop?.stopWatchingIterations()
+    loop = nil
   }
 
-  fileprivate func woke() { wokeAt = Self.threadCPUSeconds() }
-
-  fileprivate func sleeping() {
+  private func sleeping() {
     guard let wokeAt else { return }
     self.wokeAt = nil
     record(Self.threadCPUSeconds() - wokeAt)
@@ -47,14 +40,4 @@ final class LoopClock {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
   }
-}
-
-private func loopClockWoke(_ user: UnsafeMutableRawPointer?) {
-  guard let user else { return }
-  Unmanaged<LoopClock>.fromOpaque(user).takeUnretainedValue().woke()
-}
-
-private func loopClockSleeping(_ user: UnsafeMutableRawPointer?) {
-  guard let user else { return }
-  Unmanaged<LoopClock>.fromOpaque(user).takeUnretainedValue().sleeping()
 }

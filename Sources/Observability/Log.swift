@@ -55,9 +55,12 @@ public final class Logger: Sendable {
   private let capacity: Int
   private let counts = LineCounts()
 
-  /// The process's logger. Replaced once at start-up, before any other thread
-  /// runs, with the configured one; read-only from then on.
-  nonisolated(unsafe) public static var shared = Logger(level: .info, format: defaultFormat())
+  /// The process's logger: replaced once at start-up, with the configured one.
+  public static var shared: Logger {
+    get { installed.withLock { $0 } }
+    set { installed.withLock { $0 = newValue } }
+  }
+  private static let installed = Mutex(Logger(level: .info, format: defaultFormat()))
 
   public init(level: LogLevel, format: LogFormat, output: Int32 = 2, capacity: Int = 10_000) {
     self.level = level

@@ -1,4 +1,5 @@
 import CountdownCore
+import Libev
 import Observability
 
 /// The change feed: how this instance keeps the sessions open here in step

@@ -1,4 +1,5 @@
 import CountdownCore
+import Libev
 import Observability
 
 /// Ordering: every command goes out as one call of the command function

@@ -1,4 +1,5 @@
 import CountdownCore
+import Libev
 import Observability
 
 /// Presence: the viewers each session has on every instance.

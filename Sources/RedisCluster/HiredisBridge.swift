@@ -1,71 +1,14 @@
 import CHiredis
+import Libev
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
-// The one file where hiredis and libev are touched: raw pointers, Unmanaged
-// and the @convention(c) callbacks end here. Everything above sees handles
-// (`LibevLoop`, `LoopTimer`, `HiredisContext`, `BlockingRedis`) and
-// `RedisReply` values.
-
-/// A libev loop: the server's (borrowed), or one of our own (tests, a thread).
-public final class LibevLoop: @unchecked Sendable {
-  let raw: OpaquePointer
-  private let owned: Bool
-
-  /// A new loop of our own, destroyed with this object.
-  public init() {
-    guard let loop = cdh_loop_new() else { fatalError("libev cannot create a loop") }
-    raw = loop
-    owned = true
-  }
-
-  /// The server's loop (a `struct ev_loop *`), which it keeps and destroys.
-  public init(borrowing loop: OpaquePointer) {
-    raw = loop
-    owned = false
-  }
-
-  deinit { if owned { cdh_loop_destroy(raw) } }
-
-  /// Handles events until `done()` holds or `timeoutMs` passed; true when done.
-  public func run(timeoutMs: Int64, until done: () -> Bool) -> Bool {
-    var expired = false
-    let guardTimer = LoopTimer(loop: self) { expired = true }
-    guardTimer.schedule(afterMs: timeoutMs)
-    while !done() && !expired { cdh_loop_run_once(raw) }
-    return done()
-  }
-}
-
-/// A one-shot timer on a loop; `schedule` re-arms it.
-final class LoopTimer {
-  private let loop: LibevLoop
-  private let timer: UnsafeMutablePointer<cdh_timer_t>
-  private let fire: () -> Void
-
-  init(loop: LibevLoop, fire: @escaping () -> Void) {
-    self.loop = loop
-    self.fire = fire
-    timer = .allocate(capacity: 1)
-    timer.initialize(to: cdh_timer_t())
-    cdh_timer_init(
-      timer, { user in Unmanaged<LoopTimer>.fromOpaque(user!).takeUnretainedValue().fire() },
-      Unmanaged.passUnretained(self).toOpaque())
-  }
-
-  deinit {
-    cdh_timer_stop(loop.raw, timer)
-    timer.deallocate()
-  }
-
-  func schedule(afterMs delay: Int64) {
-    cdh_timer_start(loop.raw, timer, Double(max(0, delay)) / 1000)
-  }
-
-  func cancel() { cdh_timer_stop(loop.raw, timer) }
-}
+// The one file where hiredis is touched: raw pointers, Unmanaged and the
+// @convention(c) callbacks end here. Everything above sees handles
+// (`HiredisContext`, `BlockingRedis`) and `RedisReply` values. The loop and
+// its timers are module Libev's (`LibevLoop`, `LoopTimer`).
 
 /// What a `HiredisContext` reports to its owner, on the loop's thread. Each
 /// call names the context by `HiredisContext.id`, so an owner can ignore a
@@ -108,7 +51,7 @@ final class HiredisContext {
     // paused VM) where TCP alone would wait for hours.
     if case .tcp = address.endpoint { _ = cdh_enable_keepalive(context) }
     context.pointee.data = Unmanaged.passUnretained(owner as AnyObject).toOpaque()
-    _ = cdh_libev_attach(loop.raw, context)
+    _ = cdh_libev_attach(loop.unsafeRawLoop, context)
     redisAsyncSetConnectCallback(context) { context, status in
       guard let context, let owner = HiredisContext.owner(of: context) else { return }
       let id = UInt(bitPattern: context)

@@ -1,3 +1,4 @@
+import Libev
 import Observability
 
 #if canImport(Glibc)

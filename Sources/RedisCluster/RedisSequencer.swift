@@ -1,4 +1,5 @@
 import CountdownCore
+import Libev
 import Observability
 
 /// The command path's "sequence" step for a cluster: Redis orders every

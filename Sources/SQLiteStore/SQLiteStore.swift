@@ -60,7 +60,8 @@ public final class SQLiteStore: SessionStore, Sendable {
   public static let defaultQueueLimit = 10_000
 
   private init(
-    path: String, sync: SyncMode, queueLimit: Int, database: Database, claim: LockFile?
+    path: String, sync: SyncMode, queueLimit: Int, database: sending Database,
+    claim: sending LockFile?
   ) {
     self.path = path
     self.sync = sync
@@ -208,8 +209,9 @@ public final class SQLiteStore: SessionStore, Sendable {
     claim.withLock { $0 = nil }
   }
 
-  private func withDatabase<Result>(
-    _ body: (Database) throws(StoreError) -> Result
+  /// `body` is sent: the connection it works on must not escape the lock.
+  private func withDatabase<Result: Sendable>(
+    _ body: sending (Database) throws(StoreError) -> Result
   ) throws(StoreError) -> Result {
     // `rethrows` would erase the error type; carry it out as a Result.
     let result: Swift.Result<Result, StoreError> = database.withLock { database in

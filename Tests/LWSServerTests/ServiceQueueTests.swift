@@ -13,6 +13,14 @@ private struct RunningServer: Sendable {
   let loopHanded: Bool
   let active: EventLoop?
   let finished: Task<Void, Never>
+  /// The function `onServiceThread` made, and what its handler saw:
+  /// each value, and whether it ran on the service thread.
+  let send: @Sendable (Int) -> Void
+  let received: Locked<[(value: Int, onServiceThread: Bool)]>
+  /// Whether `runOnServiceThread` ran its work inside the call, in
+  /// `onLoopReady`; and whether it ran any after `run` returned.
+  let ranDirectly: Bool
+  let ranAfterStop: Locked<Bool>
 
   static func start(loop: EventLoop) async -> RunningServer {
     let (ready, readyContinuation) = AsyncStream.makeStream(of: RunningServer.self)
@@ -27,11 +35,21 @@ private struct RunningServer: Sendable {
         .appendingPathComponent("Public").path
       let server = CountdownServer(config: config, hub: Hub(config: HubConfig()))
       var port = 0
+      let received = Locked<[(value: Int, onServiceThread: Bool)]>([])
+      let ranAfterStop = Locked(false)
+      let serviceThread = pthread_self()
+      let send: @Sendable (Int) -> Void = server.onServiceThread { (value: Int) in
+        let here = pthread_equal(pthread_self(), serviceThread) != 0
+        received.update { $0.append((value, here)) }
+      }
       server.onLoopReady = { libevLoop in
+        var ran = false
+        server.runOnServiceThread { ran = true }
         readyContinuation.yield(
           RunningServer(
             queue: server.serviceQueue, serviceThread: pthread_self(), port: port,
-            loopHanded: libevLoop != nil, active: server.activeEventLoop, finished: Task {}))
+            loopHanded: libevLoop != nil, active: server.activeEventLoop, finished: Task {},
+            send: send, received: received, ranDirectly: ran, ranAfterStop: ranAfterStop))
       }
       do {
         try server.run { port = $0 }
@@ -39,6 +57,7 @@ private struct RunningServer: Sendable {
         Issue.record("run failed: \(error)")
         readyContinuation.finish()
       }
+      server.runOnServiceThread { ranAfterStop.update { $0 = true } }
       doneContinuation.finish()
     }.start()
     var iterator = ready.makeAsyncIterator()
@@ -46,7 +65,8 @@ private struct RunningServer: Sendable {
     return RunningServer(
       queue: running.queue, serviceThread: running.serviceThread, port: running.port,
       loopHanded: running.loopHanded, active: running.active,
-      finished: Task { for await _ in done {} })
+      finished: Task { for await _ in done {} }, send: running.send, received: running.received,
+      ranDirectly: running.ranDirectly, ranAfterStop: running.ranAfterStop)
   }
 
   /// Posts `work` and waits until it has run on the service thread; false if
@@ -133,6 +153,44 @@ private final class Locked<Value: Sendable>: Sendable {
     for _ in 0..<20 { #expect(await server.roundTrip()) }
     #expect(ContinuousClock.now - started < .seconds(1))
     await server.stop()
+  }
+
+  /// Values sent through `onServiceThread`'s function from another thread
+  /// reach its handler on the service thread, in order with work posted to
+  /// the queue between them.
+  @Test(arguments: EventLoop.allCases)
+  func valuesForTheServiceThreadKeepTheQueuesOrder(loop: EventLoop) async {
+    let server = await RunningServer.start(loop: loop)
+    let order = Locked<[Int]>([])
+    await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+      Thread {
+        for value in 0..<300 {
+          if value % 3 == 1 {
+            server.queue.post { order.update { $0.append(value) } }
+          } else {
+            server.send(value)
+          }
+        }
+        finished.resume()
+      }.start()
+    }
+    // Posted last, so it runs after every value: the handler has seen them all.
+    #expect(await server.roundTrip())
+    let received = server.received.value
+    #expect(received.map(\.value) == (0..<300).filter { $0 % 3 != 1 })
+    #expect(received.allSatisfy { $0.onServiceThread })
+    #expect(order.value == (0..<300).filter { $0 % 3 == 1 })
+    await server.stop()
+  }
+
+  /// Work already on the service thread runs inside `runOnServiceThread`,
+  /// not later through the queue; once `run` returned, it does not run.
+  @Test(arguments: EventLoop.allCases)
+  func serviceThreadWorkRunsDirectlyAndNotAfterStop(loop: EventLoop) async {
+    let server = await RunningServer.start(loop: loop)
+    #expect(server.ranDirectly)
+    await server.stop()
+    #expect(!server.ranAfterStop.value)
   }
 
   /// The loop asked for is the loop used, and only libev hands out a loop to

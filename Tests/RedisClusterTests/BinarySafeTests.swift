@@ -1,5 +1,6 @@
 import CountdownCore
 import Foundation
+import Libev
 import Testing
 
 @testable import RedisCluster
