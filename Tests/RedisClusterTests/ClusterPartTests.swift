@@ -1,4 +1,5 @@
 import Foundation
+import Libev
 import Testing
 
 @testable import CountdownCore
