@@ -1,9 +1,20 @@
 import CountdownCore
 import Foundation
 import Libev
+import Synchronization
 import Testing
 
 @testable import RedisCluster
+
+/// Every redis-server a test started and has not stopped: killed when the
+/// test process exits, so a test that leaks its RedisProcess leaves no
+/// server behind.
+private let running = Mutex<Set<pid_t>>([])
+private let reaper: Void = {
+  atexit {
+    for pid in running.withLock({ $0 }) { kill(pid, SIGKILL) }
+  }
+}()
 
 /// A real redis-server of the test's own, on a unix socket in a fresh
 /// directory, so tests never race for a TCP port. `stop()` and `start()`
@@ -39,7 +50,11 @@ final class RedisProcess {
     guard Glibc.pipe(&pipe) == 0 else { throw RedisError(.disconnected, "pipe failed") }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
+    // Its stderr too: an inherited stderr is `swift test`'s pipe, which a
+    // server alive past the test process would hold open, and `swift test`
+    // would wait for it forever.
     posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], 2)
     posix_spawn_file_actions_addclose(&actions, pipe[0])
     let arguments = [
       "redis-server", "--port", "0", "--unixsocket", socket, "--dir", directory, "--save", "",
@@ -62,6 +77,8 @@ final class RedisProcess {
     close(pipe[1])
     guard spawned == 0 else { throw RedisError(.disconnected, "cannot start redis-server") }
     self.pid = pid
+    _ = reaper
+    running.withLock { _ = $0.insert(pid) }
     // Redis logs to stdout; its "ready" line is the event to wait for. Then
     // a thread keeps draining the pipe so Redis never blocks on its log.
     let reader = pipe[0]
@@ -88,6 +105,7 @@ final class RedisProcess {
     kill(pid, signal)
     var status: Int32 = 0
     waitpid(pid, &status, 0)
+    running.withLock { _ = $0.remove(pid) }
     self.pid = nil
   }
 
