@@ -37,7 +37,7 @@ public protocol CommandSequencer: AnyObject {
   func sequence(_ request: SequenceRequest) -> SequenceResult
   /// A session was created here (with its controller key's hash in key
   /// mode). `.loading` when its state lives elsewhere (a cluster): its
-  /// viewers and commands then wait for `Hub.loaded(session:record:keyHash:now:)`.
+  /// viewers and commands then wait for `Hub.apply(.loaded(…), now:)`.
   func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
   /// The hub forgot a session: its durable facts may go too.
   func forgot(session: String)
@@ -47,7 +47,7 @@ public protocol CommandSequencer: AnyObject {
 public enum SessionLoad: Equatable, Sendable {
   /// The fresh record is the session's state.
   case ready
-  /// The state is being fetched; `Hub.loaded` follows on the service thread.
+  /// The state is being fetched; `Hub.apply(.loaded(…), now:)` follows on the service thread.
   case loading
 }
 
