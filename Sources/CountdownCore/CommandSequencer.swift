@@ -18,6 +18,10 @@ public struct SequenceRequest: Sendable {
   public let presentedKeyHash: KeyHash?
   /// The service thread's time when the command was admitted.
   public let now: Int64
+  /// The command came with an API token (an HTTP request), which may command
+  /// any session: a sequencer that checks `presentedKeyHash` again skips
+  /// that check for it, rather than being sent the session's own hash.
+  public var authorisedByToken = false
 }
 
 /// What became of a sequenced command.
