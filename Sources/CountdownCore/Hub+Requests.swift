@@ -23,6 +23,11 @@ public enum RequestAuthority: Equatable, Sendable {
 public struct RequestAnswer: Equatable, Sendable {
   public var code: ErrorCode?
   public var body: [UInt8]
+
+  public init(code: ErrorCode?, body: [UInt8]) {
+    self.code = code
+    self.body = body
+  }
 }
 
 /// One line of the paged session list.
