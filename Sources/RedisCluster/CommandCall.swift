@@ -29,6 +29,9 @@ enum CommandCall {
     case nonce
     /// The hash of the key the commanding connection holds ('' in open mode).
     case presented
+    /// '1' for a command authorised by an API token, which passes the key
+    /// check without a key ('' otherwise).
+    case byToken
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -44,14 +47,16 @@ enum CommandCall {
     ]
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
-        channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash)
+        channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
+        byToken: request.authorisedByToken)
   }
 
   /// The ARGV alone, one value per slot in slot order. Every slot has its
   /// case below, so a slot added here cannot be left out.
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
-    channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil
+    channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
+    byToken: Bool = false
   ) -> [String] {
     let operands = operands(of: command)
     return Slot.allCases.map { slot in
@@ -73,6 +78,7 @@ enum CommandCall {
       case .deadline: deadline.map(String.init) ?? ""
       case .nonce: nonce
       case .presented: presented?.hex ?? ""
+      case .byToken: byToken ? "1" : ""
       }
     }
   }
