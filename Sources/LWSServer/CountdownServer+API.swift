@@ -43,7 +43,8 @@ extension CountdownServer {
   /// allowed origin, CORS.
   private func extra(_ origin: String?) -> [(String, String)] {
     cors.headers(origin: origin) + [
-      ("content-security-policy", "default-src 'none'"), ("x-content-type-options", "nosniff"),
+      ("content-security-policy", "default-src 'none'; frame-ancestors 'none'"),
+      ("x-content-type-options", "nosniff"), ("x-frame-options", "deny"),
       ("referrer-policy", "no-referrer"),
     ]
   }
