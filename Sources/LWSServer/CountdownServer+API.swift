@@ -16,9 +16,9 @@ struct APICall {
 /// The server's side of `/api/v1`: transactions by connection, commands
 /// waiting for the hub's answer by request id, and answers waiting to be written.
 struct APITable {
-  var calls: [OpaquePointer: APICall] = [:]
-  var waiting: [RequestID: OpaquePointer] = [:]
-  var outbox: [OpaquePointer: [UInt8]] = [:]
+  var calls: [Wsi: APICall] = [:]
+  var waiting: [RequestID: Wsi] = [:]
+  var outbox: [Wsi: [UInt8]] = [:]
   var nextRequest: RequestID = 1
   /// The OpenAPI document, read from the public directory at start.
   var document: [UInt8]?
@@ -57,7 +57,7 @@ extension CountdownServer {
   }
 
   /// A request's headers are in: route it, and answer what needs no body.
-  func apiBegin(_ wsi: OpaquePointer, _ request: APIRequest, peer: String) -> APIStep {
+  func apiBegin(_ wsi: Wsi, _ request: APIRequest, peer: String) -> APIStep {
     // A body lws would read after a refusal must not be taken for the next request.
     let bodyPending = (request.contentLength.flatMap { Int($0) } ?? 0) > 0
     func refuse(_ refusal: APIRefusal) -> APIStep {
@@ -130,7 +130,7 @@ extension CountdownServer {
   }
 
   /// A chunk of a command's body: refused once past what was announced or allowed.
-  func apiBody(_ wsi: OpaquePointer, _ chunk: UnsafeRawBufferPointer) -> APIStep? {
+  func apiBody(_ wsi: Wsi, _ chunk: UnsafeRawBufferPointer) -> APIStep? {
     guard var call = api.calls[wsi] else { return nil }
     guard call.body.count + chunk.count <= min(call.expected, config.maxMessageBytes) else {
       let headers = call.extraHeaders
@@ -145,7 +145,7 @@ extension CountdownServer {
 
   /// The body is whole: the command goes to the hub. The answer is written
   /// at once when the hub has it at once, else when it comes.
-  func apiBodyComplete(_ wsi: OpaquePointer) -> APIStep {
+  func apiBodyComplete(_ wsi: Wsi) -> APIStep {
     guard var call = api.calls[wsi], call.request == nil else { return .wait }
     let request = api.nextRequest
     api.nextRequest += 1
@@ -176,11 +176,11 @@ extension CountdownServer {
   }
 
   /// The answer waiting for a connection that is now writable.
-  func apiWritable(_ wsi: OpaquePointer) -> [UInt8]? {
+  func apiWritable(_ wsi: Wsi) -> [UInt8]? {
     api.outbox.removeValue(forKey: wsi)
   }
 
-  func apiClosed(_ wsi: OpaquePointer) {
+  func apiClosed(_ wsi: Wsi) {
     if let call = api.calls.removeValue(forKey: wsi), let request = call.request {
       api.waiting[request] = nil
     }
