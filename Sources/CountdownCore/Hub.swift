@@ -657,7 +657,8 @@ public final class Hub {
       answer =
         pending.request == nil
         ? WireCodec.ack(id: pending.id, seq: machine.seq, key: pending.newKey)
-        : WireCodec.ack(id: pending.id, seq: machine.seq, key: pending.newKey, state: machine.published)
+        : WireCodec.ack(
+          id: pending.id, seq: machine.seq, key: pending.newKey, state: machine.published)
     case .rejected(let rejection):
       code = rejection
       stats.countCommand(op, result: rejection.rawValue)

@@ -123,7 +123,8 @@ enum APIRefusal: Error, Equatable {
     case .tooLarge:
       CommandError(.badRequest, "a command is at most \(WireCodec.maxMessageBytes) bytes")
     case .lengthRequired: CommandError(.badRequest, "a command needs a Content-Length")
-    case .unauthorized: CommandError(.forbidden, "this endpoint needs Authorization: Bearer <token>")
+    case .unauthorized:
+      CommandError(.forbidden, "this endpoint needs Authorization: Bearer <token>")
     case .forbidden(let message): CommandError(.forbidden, message)
     }
   }
@@ -204,7 +205,8 @@ enum APICommandHeaders {
   /// RFC draft-ietf-httpapi-idempotency-key: 1–255 printable ASCII characters.
   static func idempotencyKey(_ value: String?) -> Result<String?, APIRefusal> {
     guard let value else { return .success(nil) }
-    guard (1...255).contains(value.utf8.count), value.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
+    guard (1...255).contains(value.utf8.count),
+      value.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
     else {
       return .failure(.badHeader("Idempotency-Key must be 1 to 255 printable ASCII characters"))
     }
@@ -234,7 +236,9 @@ struct CORSPolicy {
   func headers(origin: String?) -> [(String, String)] {
     guard let origin else { return [] }
     let lowered = origin.lowercased()
-    guard allowed.contains(where: { $0 == "*" || $0 == lowered }) else { return [("vary", "origin")] }
+    guard allowed.contains(where: { $0 == "*" || $0 == lowered }) else {
+      return [("vary", "origin")]
+    }
     return [("access-control-allow-origin", origin), ("vary", "origin")]
   }
 
@@ -295,7 +299,8 @@ struct APIResponse: Equatable {
     let status = Self.status(of: answer.code)
     self.init(
       status: status, body: answer.body,
-      headers: status == 429 || status == 503 ? [("retry-after", String(Self.retryAfterSeconds))] : [])
+      headers: status == 429 || status == 503
+        ? [("retry-after", String(Self.retryAfterSeconds))] : [])
   }
 
   static let reasons: [UInt32: String] = [

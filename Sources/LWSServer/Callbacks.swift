@@ -158,7 +158,8 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
   guard length >= 0 else { return nil }
   guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
   var buffer = [CChar](repeating: 0, count: length + 1)
-  let copied = lws_hdr_custom_copy(wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  let copied = lws_hdr_custom_copy(
+    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
   guard copied >= 0, Int(copied) <= length else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }

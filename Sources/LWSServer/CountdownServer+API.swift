@@ -37,7 +37,9 @@ enum APIStep {
 extension CountdownServer {
   static let openAPIFile = "openapi.json"
 
-  private var cors: CORSPolicy { CORSPolicy(allowed: config.allowedOrigins.map { $0.lowercased() }) }
+  private var cors: CORSPolicy {
+    CORSPolicy(allowed: config.allowedOrigins.map { $0.lowercased() })
+  }
 
   /// Headers every API answer carries: lws's security headers and, for an
   /// allowed origin, CORS.
@@ -109,7 +111,9 @@ extension CountdownServer {
       case .success(let value): idempotencyKey = value
       }
       if let origin = request.origin, !originAllowed(origin, host: request.host) {
-        return refuse(.forbidden("commands are not accepted from the origin \(origin.prefix(Self.loggedOriginLength))"))
+        return refuse(
+          .forbidden(
+            "commands are not accepted from the origin \(origin.prefix(Self.loggedOriginLength))"))
       }
       var authority = RequestAuthority.none
       if let bearer {
