@@ -167,6 +167,9 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
 }
 
 /// The method and path of a request, from whichever method's token lws filled.
+/// OPTIONS exists as a token because Debian builds lws 4.1.6 with
+/// LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h), which lws-http.h requires
+/// for WSI_TOKEN_OPTIONS_URI; PUT, PATCH and DELETE are refused in the filter.
 private func methodAndPath(_ wsi: Wsi) -> (APIRequest.Method, String)? {
   for (token, method) in [
     (WSI_TOKEN_GET_URI, APIRequest.Method.get), (WSI_TOKEN_HEAD_URI, .head),
