@@ -43,9 +43,11 @@ extension Hub {
   /// Its answer is queued for `drainAnswers` under `request`, at once for a
   /// refusal, or when the sequencer has made the command durable or ordered.
   /// A session nobody has open is created as a first join would create it.
+  /// `idempotencyKey` is the request's validated `Idempotency-Key`, carried
+  /// with the command (what the sequencers do with it is Idempotency's part).
   public func command(
     _ body: [UInt8], session id: String, authority: RequestAuthority, peer: String,
-    request: RequestID, now: Int64
+    request: RequestID, idempotencyKey: String? = nil, now: Int64
   ) {
     func refuse(_ code: ErrorCode, _ message: String? = nil, id: CommandID? = nil, op: String?) {
       if let op { stats.countCommand(op, result: code.rawValue) }
@@ -109,7 +111,7 @@ extension Hub {
       PendingCommand(
         session: handle, connection: ConnectionHandle(-1), serial: 0, id: message.id,
         command: command, presented: presented, newKey: newKey, address: address,
-        request: request, byToken: byToken),
+        request: request, byToken: byToken, idempotencyKey: idempotencyKey),
       now: now)
   }
 

@@ -111,6 +111,8 @@ public final class Hub {
     var request: RequestID?
     /// Presented an API token: may command any session in either mode.
     var byToken = false
+    /// An HTTP command's `Idempotency-Key`, for the sequencer.
+    var idempotencyKey: String?
   }
 
   /// An `auth` whose session is still loading: decided once its key is known.

@@ -206,7 +206,8 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   case .readBody, .wait:
     return 0
   case .events:
-    // The SSE stream (helper N) opens here; until then there is none.
+    // The SSE stream (CountdownServer+EventStream.swift, helper N) opens
+    // here: `server(of: wsi).openEventStream(…)`. Until it lands, there is none.
     return perform(wsi, .write(APIResponse(.notFound).bytes(extra: []), close: false))
   case .write(let bytes, let close):
     setTag(wsi, 0)

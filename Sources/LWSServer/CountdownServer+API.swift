@@ -31,7 +31,9 @@ enum APIStep {
   case readBody
   /// The answer comes later (`flush` queues it, then WRITEABLE writes it).
   case wait
-  case events(session: String)
+  /// `GET …/events`: the request (its `lastEventID`, `query`'s `since`,
+  /// `origin`) and the client's address, for the SSE stream to open.
+  case events(session: String, request: APIRequest, peer: String)
 }
 
 extension CountdownServer {
@@ -76,9 +78,8 @@ extension CountdownServer {
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
-    case .events:
-      // The SSE stream is CountdownServer+EventStream.swift's (helper N).
-      return refuse(.notFound)
+    case .events(let session):
+      return .events(session: session, request: request, peer: peer)
     case .read(let session):
       return write(APIResponse(status: 200, body: read(session)), request)
     case .list(let after, let limit):
@@ -160,7 +161,7 @@ extension CountdownServer {
     api.waiting[request] = wsi
     hub.command(
       body, session: call.session, authority: call.authority, peer: call.peer, request: request,
-      now: clock.nowMilliseconds())
+      idempotencyKey: call.idempotencyKey, now: clock.nowMilliseconds())
     flush()
     if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes, close: false) }
     return .wait
