@@ -63,7 +63,9 @@ extension CountdownServer {
   /// A request's headers are in: route it, and answer what needs no body.
   func apiBegin(_ wsi: Wsi, _ request: APIRequest, peer: String) -> APIStep {
     // A body lws would read after a refusal must not be taken for the next request.
-    let bodyPending = (request.contentLength.flatMap { Int($0) } ?? 0) > 0
+    // A POST may carry one without a length (chunked), so a refused POST closes.
+    let bodyPending =
+      request.method == .post || (request.contentLength.flatMap { Int($0) } ?? 0) > 0
     func refuse(_ refusal: APIRefusal) -> APIStep {
       write(APIResponse(refusal, close: bodyPending), request)
     }
