@@ -82,6 +82,8 @@ def test_openapi_document_is_valid_and_served(api):
     for path in ("/api/v1/sessions/{id}", "/api/v1/sessions/{id}/commands", "/api/v1/sessions/{id}/events",
                  "/api/v1/sessions", "/api/v1/openapi.json"):
         assert path in answer.json["paths"], path
+    head = request(api, "HEAD", "/api/v1/openapi.json", check=False)
+    assert head.status == 200 and head.body == b"" and int(head.header("content-length")) == len(answer.body)
 
 
 # -- reads --------------------------------------------------------------------------------------
@@ -371,6 +373,9 @@ async def test_key_mode_token_and_controller_key(keyed, session_id):
     assert command(keyed, session_id, {"op": "resume"}, token=key).status == 403
     assert command(keyed, session_id, {"op": "resume"}, token=rotated.json["key"]).status == 200
     await host.close()
+    # Neither a token nor a key is ever logged.
+    for secret in (TOKEN, key, rotated.json["key"]):
+        assert secret not in keyed.stderr()
 
 
 def test_curl_drives_a_session(api, session_id):
