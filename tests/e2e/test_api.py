@@ -18,11 +18,10 @@ import pytest
 from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.readers import read_from_filename
 
-import apikit
 from apikit import command, read, request
 from cdclient import Client, run_async
-from opskit import scrape, value
-from serverproc import ServerProcess, start_server, PUBLIC_DIR
+from opskit import scrape
+from serverproc import ServerProcess, server_binary, start_server, PUBLIC_DIR
 from test_cluster import Redis, REDIS_SERVER
 
 TOKEN = "ci-token-0123456789abcdef"
@@ -337,17 +336,12 @@ def test_bad_token_files_refuse_to_start(content, needle):
     """A token file that is too short, has spaces or is empty stops the server with a clear message."""
     path = Path(tempfile.mkdtemp()) / "tokens"
     path.write_text(content)
-    for extra in (["--api-token-file", str(path)],):
-        result = subprocess.run([str(apikit_binary()), "--port", "0", *extra], capture_output=True, text=True, timeout=10)
-        assert result.returncode == 2 and needle in result.stderr, result.stderr
-    missing = subprocess.run([str(apikit_binary()), "--port", "0"], capture_output=True, text=True, timeout=10,
+    result = subprocess.run([str(server_binary()), "--port", "0", "--api-token-file", str(path)],
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2 and needle in result.stderr, result.stderr
+    missing = subprocess.run([str(server_binary()), "--port", "0"], capture_output=True, text=True, timeout=10,
                              env={"COUNTDOWN_API_TOKEN_FILE": "/nonexistent/tokens"})
     assert missing.returncode == 2 and "COUNTDOWN_API_TOKEN_FILE" in missing.stderr
-
-
-def apikit_binary() -> Path:
-    from serverproc import server_binary
-    return server_binary()
 
 
 @run_async
