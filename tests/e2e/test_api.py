@@ -256,6 +256,21 @@ def test_rate_limit_is_per_address_with_retry_after(session_id):
         srv.stop_and_check()
 
 
+def test_rate_limit_counts_forwarded_clients_apart_and_a_token_across_them(session_id):
+    """Behind a trusted proxy each forwarded client has its own budget; a token's
+    commands share one budget whichever client sends them."""
+    srv = start_server("--max-commands-per-second", "3", "--trusted-proxy", "127.0.0.1",
+                       "--api-token-file", token_file(TOKEN))
+    try:
+        def from_client(index: int, token: str | None = None):
+            return command(srv, session_id, {"op": "cancel"}, {"X-Forwarded-For": f"198.51.100.{index}"}, token)
+        assert all(from_client(i).status != 429 for i in range(1, 9))
+        tokened = [from_client(i, TOKEN).status for i in range(20, 28)]
+        assert 429 in tokened and tokened.index(429) >= 3, tokened
+    finally:
+        srv.stop_and_check()
+
+
 def test_answer_to_a_closed_connection_is_dropped(api, session_id):
     """Clients that hang up before their answer cost nothing: the commands apply and the server serves on."""
     for index in range(30):
