@@ -50,7 +50,7 @@ import Testing
     return slots
   }
 
-  /// The text of countdown_v2_command's Lua function, up to its closing `end`.
+  /// The text of countdown_v3_command's Lua function, up to its closing `end`.
   static func commandBody(in source: String) -> Substring? {
     guard let start = source.range(of: "\nlocal function command(keys, args)\n"),
       let end = source[start.upperBound...].range(of: "\nend\n")
