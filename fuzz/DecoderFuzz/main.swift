@@ -90,7 +90,8 @@ private func fuzzDecode(_ bytes: [UInt8]) {
       check(false, "the decoder made a key: only the hub makes one")
     case .command(.wait(let label, let timeoutSeconds, let timeoutLabel)):
       if let timeoutSeconds {
-        check(SessionRecord.timeoutSecondsRange.contains(timeoutSeconds), "timeout \(timeoutSeconds)")
+        check(
+          SessionRecord.timeoutSecondsRange.contains(timeoutSeconds), "timeout \(timeoutSeconds)")
       }
       for label in [label, timeoutLabel] {
         if let label {
