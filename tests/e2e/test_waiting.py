@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cdclient import Client, norm_state, now_ms, run_async
+from opskit import wait_event
 from serverproc import start_server
 from test_cluster import REDIS_SERVER, Redis
 
@@ -61,6 +62,10 @@ async def test_wait_then_done(server):
     assert patch["startedAt"] is None and patch["timeoutAt"] is None, patch
     done = await watcher.wait_state(lambda s: s["outcome"] == "done")
     assert done["label"] == "Deployed" and done["spinner"] is False and done["enabled"] is True, done
+    # The log says how it ended, as the page does.
+    session = c.snapshot["session"]
+    wait_event(server, "session_waiting", session=session)
+    assert wait_event(server, "session_finished", session=session)["outcome"] == "done"
     await c.close()
     await watcher.close()
 
