@@ -31,21 +31,20 @@ public final class CountdownServer {
 
   /// The socket side of each hub connection, by `ConnectionID`.
   var sockets: [ViewerSocket] = []
-  /// Open WebSocket connections of every kind, and how many per peer address.
-  var openSockets = 0
-  var peerCounts = PeerCounts()
+  /// Who may connect, and how many are open of every kind and per address.
+  var admission: Admission
+  var openSockets: Int { admission.open }
   /// Joins the hub refused, waiting to send their error and close.
   var refusals: [Wsi: (peer: PeerID, code: ErrorCode)] = [:]
   var echo = EchoRoute()
-  let originPolicy: OriginPolicy
   /// Refusals any client may provoke are logged at most once a second.
   var originLogThrottle = LogThrottle()
   var headerLogThrottle = LogThrottle()
   var forwardedLogThrottle = LogThrottle()
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
-  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
-  public private(set) var draining = false
+  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new connections are refused.
+  public var draining: Bool { admission.draining }
   /// Set once the listeners are up.
   private var listening = false
   /// Further conditions for `/readyz` (a storage load, for one), by name.
@@ -127,7 +126,7 @@ public final class CountdownServer {
     self.config = config
     self.hub = hub
     self.clock = clock
-    originPolicy = OriginPolicy(allowed: config.allowedOrigins, listenHost: config.host)
+    admission = Admission(config: config)
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
     metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
@@ -162,7 +161,7 @@ public final class CountdownServer {
     let created = try createContext(&info)
     context = created
     finished = false
-    draining = false
+    admission.restart()
     stopping = false
     ActiveContext.install(created)
     serviceQueue.open(created)
@@ -395,7 +394,7 @@ public final class CountdownServer {
   /// the server keeps serving that long, so a load balancer sees it and moves
   /// traffic, before it closes every connection; a second signal cuts it short.
   private func beginDrain() {
-    draining = true
+    admission.beginDrain()
     guard config.drainSeconds > 0 else { return beginStop() }
     Logger.shared.info(
       "draining", ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
@@ -446,7 +445,12 @@ public final class CountdownServer {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
       guard let wsi = sockets[Int(connection)].wsi else { return }
-      if writingNow && lws_partial_buffered(wsi.raw) == 0 && lws_get_close_length(wsi.raw) == 0 {
+      // An event stream is no WebSocket: it has no Close to wait for (and
+      // lws_get_close_length would read a WebSocket's state it lacks).
+      if writingNow && lws_partial_buffered(wsi.raw) == 0
+        && (sockets[Int(connection)].transport == .eventStream
+          || lws_get_close_length(wsi.raw) == 0)
+      {
         writeNow.append(connection)
       } else {
         markWaiting(connection, wsi, now: now)
@@ -581,10 +585,13 @@ public final class CountdownServer {
     let filesMount = retain([files])
 
     let endpoints =
-      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath]
+      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, Self.apiMount]
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
+
+  /// The HTTP API's mount; its event streams are `Admission.eventsPrefix`.
+  static let apiMount = "/api/v1"
 
   /// Mounts that hand each of `paths` to `httpCallback`.
   private func makeEndpointMounts(
@@ -612,6 +619,60 @@ public final class CountdownServer {
   }
 
   private static let pingPayload = Array("ka".utf8)
+  static let snapshotEvent = Array("event: snapshot\nid: ".utf8)
+  static let patchEvent = Array("event: patch\nid: ".utf8)
+  private static let eventData = Array("\ndata: ".utf8)
+  private static let eventComment = Array(": keepalive\n\n".utf8)
+
+  /// One Server-Sent Event: `event: <kind>`, `id: <seq>`, `data: <frame>`,
+  /// composed straight into the write buffer. The frame is the WebSocket's
+  /// JSON, which holds no line break.
+  func writeEvent(_ head: [UInt8], _ frame: [UInt8], seq: UInt64, to wsi: Wsi) -> Bool {
+    var digitCount = 1
+    var power: UInt64 = 10
+    while digitCount < 20 && seq >= power {
+      digitCount += 1
+      power = power &* 10
+    }
+    let count = head.count + digitCount + Self.eventData.count + frame.count + 2
+    let pre = cds_lws_pre()
+    if pre + count > scratch.count {
+      scratch.deallocate()
+      scratch = .allocate(byteCount: pre + count, alignment: 16)
+    }
+    var cursor = pre
+    func put(_ bytes: [UInt8]) {
+      bytes.withUnsafeBytes { source in
+        UnsafeMutableRawBufferPointer(rebasing: scratch[cursor...]).copyMemory(from: source)
+      }
+      cursor += bytes.count
+    }
+    put(head)
+    // The seq's digits, written from the last (no buffer per event).
+    var rest = seq
+    for index in stride(from: cursor + digitCount - 1, through: cursor, by: -1) {
+      scratch[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+      rest /= 10
+    }
+    cursor += digitCount
+    put(Self.eventData)
+    put(frame)
+    scratch[cursor] = UInt8(ascii: "\n")
+    scratch[cursor + 1] = UInt8(ascii: "\n")
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    guard lws_write(wsi.raw, payload, count, LWS_WRITE_HTTP) >= 0 else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(count)
+    return true
+  }
+
+  /// The comment that keeps an idle event stream's proxies from timing it out.
+  func writeEventComment(to wsi: Wsi) -> Bool {
+    guard send(Self.eventComment, to: wsi, as: LWS_WRITE_HTTP) else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(Self.eventComment.count)
+    return true
+  }
 
   /// Sends the ping a connection is owed. It carries a payload because lws
   /// 4.1.6 reports only non-empty pongs to the protocol callback.
