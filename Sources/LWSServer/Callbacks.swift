@@ -117,7 +117,8 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
   guard total >= 0 else { return nil }
   guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
   var buffer = [CChar](repeating: 0, count: total + 1)
-  let copied = lws_hdr_custom_copy(wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
+  let copied = lws_hdr_custom_copy(
+    wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
   guard copied >= 0, Int(copied) <= total else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
