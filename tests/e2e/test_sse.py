@@ -424,3 +424,32 @@ async def test_an_idle_stream_gets_a_keepalive_comment_within_15_seconds(srv):
     assert stream.parser.comments == [": keepalive"]
     assert time.monotonic() - started >= 10, "comments come after a silence, not at once"
     stream.close()
+
+
+@run_async
+async def test_key_mode_stream_is_a_viewer_and_leaves_control_to_the_page():
+    """With --control key, a stream is a viewer only (no token needed to read): its
+    snapshot says role viewer and holds no key, even when it opened the session; the
+    first WebSocket to join afterwards becomes the controller, as the first joiner of a
+    new session does, and a second one is a viewer."""
+    s = start_server("--control", "key")
+    try:
+        session = sid()
+        stream = await Stream.open(s, EVENTS.format(session))
+        snap = await stream.next()
+        assert snap.get("role") == "viewer" and "key" not in snap, snap
+        page = await Client.connect(s.ws_url(session))
+        assert page.snapshot.get("role") == "controller" and page.snapshot.get("key"), page.snapshot
+        other = await Client.connect(s.ws_url(session))
+        assert other.snapshot.get("role") == "viewer" and "key" not in other.snapshot
+        ack, _ = await page.command({"op": "start", "seconds": 5})
+        await stream.until(lambda st: st["phase"] == "running", what="the run, on the stream")
+        second = await Stream.open(s, EVENTS.format(session) + "?key=" + page.snapshot["key"])
+        snap2 = await second.next()
+        assert snap2.get("role") == "viewer" and "key" not in snap2, "a stream is never a controller"
+        for c in (page, other):
+            await c.close()
+        stream.close()
+        second.close()
+    finally:
+        s.stop_and_check()
