@@ -10,11 +10,11 @@ extension CountdownServer {
 
   func collectNetwork(into writer: inout MetricsWriter) {
     writer.single(
-      "countdown_connections_open", .gauge, help: "Open WebSocket connections.",
+      "countdown_connections_open", .gauge, help: "Open viewer connections (WebSocket and event stream).",
       Double(openSockets))
     writer.single(
       "countdown_connections_accepted_total", .counter,
-      help: "WebSocket connections that completed the handshake.", Double(network.accepted))
+      help: "Connections that completed the handshake (WebSocket) or began their stream (event stream).", Double(network.accepted))
     writer.family(
       "countdown_connections_closed_total", .counter,
       help: "WebSocket connections closed, by the close code either side sent first "
