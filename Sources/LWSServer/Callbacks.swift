@@ -389,7 +389,9 @@ func httpCallback(
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
-    if let path, isEventStreamPath(path), lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0 {
+    if let path, isEventStreamPath(path), lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0,
+      lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    {
       return openEventStream(wsi)
     }
     if path == CountdownServer.originCheckPath,
