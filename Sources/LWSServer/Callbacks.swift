@@ -460,8 +460,10 @@ private func isEventStreamPath(_ path: String) -> Bool {
 }
 
 /// An event stream: admitted and joined, its headers written, and the HTTP
-/// transaction left open for as long as the client stays.
-private func openEventStream(_ wsi: Wsi) -> Int32 {
+/// transaction left open for as long as the client stays. What
+/// LWS_CALLBACK_HTTP returns for `GET /api/v1/sessions/{id}/events`: the one
+/// call an HTTP router makes for that route.
+func openEventStream(_ wsi: Wsi) -> Int32 {
   let server = server(of: wsi)
   let request: UpgradeRequest
   do throws(HeaderError) {
