@@ -479,7 +479,9 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
     // From here CLOSED_HTTP releases the viewer, whatever happens next.
     setTag(wsi, id + 1)
     let pre = cds_lws_pre()
-    var buffer = [UInt8](repeating: 0, count: pre + 1024)
+    // Room for the security headers and an echoed Origin of up to
+    // `headerByteCap` bytes (any origin passes with `--allow-origin '*'`).
+    var buffer = [UInt8](repeating: 0, count: pre + 1024 + headerByteCap)
     let written = buffer.withUnsafeMutableBufferPointer { memory in
       let start = memory.baseAddress! + pre
       let end = memory.baseAddress! + memory.count - 1

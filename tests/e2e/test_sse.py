@@ -453,3 +453,30 @@ async def test_key_mode_stream_is_a_viewer_and_leaves_control_to_the_page():
         second.close()
     finally:
         s.stop_and_check()
+
+
+@run_async
+async def test_origin_decides_streams_as_upgrades():
+    """A foreign Origin gets 403, a listed one its stream with access-control-allow-origin
+    naming it (so a page there may read it), and with --allow-origin '*' even a 2 KB
+    origin gets its headers whole."""
+    s = start_server("--allow-origin", "https://ok.test")
+    try:
+        foreign = await Stream.open(s, EVENTS.format(sid()), {"Origin": "https://evil.test"})
+        assert foreign.status == 403
+        foreign.close()
+        listed = await Stream.open(s, EVENTS.format(sid()), {"Origin": "https://ok.test"})
+        assert listed.status == 200 and listed.headers.get("access-control-allow-origin") == "https://ok.test"
+        assert (await listed.next())["type"] == "snapshot"
+        listed.close()
+    finally:
+        s.stop_and_check()
+    s = start_server("--allow-origin", "*")
+    try:
+        origin = "https://" + "a" * 2000 + ".test"
+        long_ = await Stream.open(s, EVENTS.format(sid()), {"Origin": origin})
+        assert long_.status == 200 and long_.headers.get("access-control-allow-origin") == origin
+        assert (await long_.next())["type"] == "snapshot"
+        long_.close()
+    finally:
+        s.stop_and_check()
