@@ -480,3 +480,36 @@ async def test_origin_decides_streams_as_upgrades():
         long_.close()
     finally:
         s.stop_and_check()
+
+
+@run_async
+async def test_stream_on_another_cluster_instance_follows_and_resumes():
+    """Two instances on one Redis: a stream on B follows a run started on A, counts in the
+    cluster-wide viewers, and a reconnect to A with B's Last-Event-ID gets a snapshot at
+    least that far, as a WebSocket moving between instances does."""
+    from test_cluster import Redis
+
+    redis = Redis()
+    servers = [start_server("--redis", redis.url) for _ in range(2)]
+    try:
+        a, b = servers
+        session = sid()
+        va = await Client.connect(a.ws_url(session))
+        stream = await Stream.open(b, EVENTS.format(session))
+        await stream.next()
+        await va.wait_viewers(2, timeout=5)
+        await va.command({"op": "start", "seconds": 30})
+        await stream.until(lambda st: st["phase"] == "running", what="the run, on B's stream")
+        assert stream.state["endsAt"] == va.state["endsAt"]
+        seen = stream.frames[-1]["seq"]
+        stream.close()
+        moved = await Stream.open(a, EVENTS.format(session), {"Last-Event-ID": str(seen)})
+        snap = await moved.next()
+        assert snap["seq"] >= seen and snap["epoch"] == va.snapshot["epoch"]
+        assert snap["state"]["endsAt"] == va.state["endsAt"]
+        moved.close()
+        await va.close()
+    finally:
+        for s in servers:
+            s.stop_and_check()
+        redis.stop()
