@@ -118,16 +118,15 @@ private func seqValue(_ text: String) -> UInt64? {
   return UInt64(text)
 }
 
-/// A header lws has no token for, by its lowercase name, read whole.
+/// A header lws does not know by name (`name` lowercased, with its colon).
 private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
-  let key = name + ":"
-  let total = Int(lws_hdr_custom_length(wsi.raw, key, Int32(key.utf8.count)))
-  guard total >= 0 else { return nil }
-  guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
-  var buffer = [CChar](repeating: 0, count: total + 1)
+  let length = Int(lws_hdr_custom_length(wsi.raw, name, Int32(name.utf8.count)))
+  guard length >= 0 else { return nil }
+  guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
+  var buffer = [CChar](repeating: 0, count: length + 1)
   let copied = lws_hdr_custom_copy(
-    wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
-  guard copied >= 0, Int(copied) <= total else {
+    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  guard copied >= 0, Int(copied) <= length else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
   return try HeaderError.text(buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }, header: name)
@@ -162,7 +161,7 @@ private func readRequest(
     }
     since = number
   }
-  if transport == .eventStream, let text = try customHeader(wsi, "last-event-id") {
+  if transport == .eventStream, let text = try customHeader(wsi, "last-event-id:") {
     // EventSource sends back the last `id:` it got; a client may also say `since`.
     guard let number = seqValue(text) else {
       throw HeaderError(header: "last-event-id", problem: .notANumber)
