@@ -28,13 +28,7 @@ extension CountdownServer {
     network.accepted += 1
     switch join(wsi, .webSocket, session: session, key: key, since: since, peer: peer, peerID) {
     case .refused(let code):
-      network.refuse(.sessionCap)
-      Logger.shared.info(
-        "upgrade_refused",
-        [
-          "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
-          "peer": LogValue(peer),
-        ])
+      refusedByHub(code, peer: peer)
       table.refuse(wsi, peer: peerID, code: code)
       requestWritable(wsi)
       return nil

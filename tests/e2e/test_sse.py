@@ -554,3 +554,23 @@ async def test_stream_on_another_cluster_instance_follows_and_resumes():
         for s in servers:
             s.stop_and_check()
         redis.stop()
+
+
+@run_async
+async def test_a_stream_the_hub_refuses_gets_503_with_the_error_object():
+    """Past --max-sessions, a stream to a new session is refused by the hub: 503, the
+    WebSocket's error object as the body, Retry-After; the budget it took is given back."""
+    s = start_server("--max-sessions", "1", "--max-connections", "2")
+    try:
+        first = await Stream.open(s, EVENTS.format(sid()))
+        await first.next()
+        for _ in range(3):  # each refusal gives its place back, or the third would be 503 total_cap
+            refused = await Stream.open(s, EVENTS.format(sid()))
+            assert refused.status == 503 and refused.headers.get("retry-after") == "5"
+            body = await asyncio.wait_for(refused.reader.read(), 5)
+            error = strict_loads(body.decode())
+            assert error["type"] == "error" and error["code"] == "too_many_sessions", error
+            refused.close()
+        first.close()
+    finally:
+        s.stop_and_check()
