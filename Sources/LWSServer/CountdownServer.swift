@@ -482,9 +482,9 @@ public final class CountdownServer {
   /// turn, for good; and once input is switched off (rx flow control) it no
   /// longer serves the connection's writable events either. So input is on
   /// only while a write waits: then a FIN costs one wake-up, not a spin. A
-  /// client that left is found at the stream's next write, whose failure
-  /// (or the reset that answers it) closes it: at the next tick on a running
-  /// session, at the next keepalive comment on a quiet one.
+  /// client that left is found by writing to it: the first write draws the
+  /// peer's reset, the second fails. Two ticks on a running session, two
+  /// keepalive comments on a quiet one.
   func streamWaits(_ wsi: Wsi, toWrite: Bool) {
     lws_rx_flow_control(wsi.raw, toWrite ? 1 : 0)
   }
