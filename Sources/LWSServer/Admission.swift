@@ -82,7 +82,7 @@ struct Admission {
   /// A new `run`: a drain of the last one is over.
   mutating func restart() { draining = false }
 
-  static let eventsPrefix = "/api/v1/sessions/"
+  static let eventsPrefix = APIRequest.prefix + "/sessions/"
 
   /// The session id of `path` when it is `prefix` + a valid id + `suffix`.
   static func session(in path: String, prefix: String, suffix: String) -> String? {

@@ -619,13 +619,10 @@ public final class CountdownServer {
     let filesMount = retain([files])
 
     let endpoints =
-      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, Self.apiMount]
+      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, APIRequest.prefix]
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
-
-  /// The HTTP API's mount; its event streams are `Admission.eventsPrefix`.
-  static let apiMount = "/api/v1"
 
   /// Mounts that hand each of `paths` to `httpCallback`.
   private func makeEndpointMounts(
