@@ -31,21 +31,20 @@ public final class CountdownServer {
 
   /// The socket side of each hub connection, by `ConnectionID`.
   var sockets: [ViewerSocket] = []
-  /// Open WebSocket connections of every kind, and how many per peer address.
-  var openSockets = 0
-  var peerCounts = PeerCounts()
+  /// Who may connect, and how many are open of every kind and per address.
+  var admission: Admission
+  var openSockets: Int { admission.open }
   /// Joins the hub refused, waiting to send their error and close.
-  var refusals: [OpaquePointer: (peer: PeerID, code: ErrorCode)] = [:]
+  var refusals: [Wsi: (peer: PeerID, code: ErrorCode)] = [:]
   var echo = EchoRoute()
-  let originPolicy: OriginPolicy
   /// Refusals any client may provoke are logged at most once a second.
   var originLogThrottle = LogThrottle()
   var headerLogThrottle = LogThrottle()
   var forwardedLogThrottle = LogThrottle()
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
-  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
-  public private(set) var draining = false
+  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new connections are refused.
+  public var draining: Bool { admission.draining }
   /// Set once the listeners are up.
   private var listening = false
   /// Further conditions for `/readyz` (a storage load, for one), by name.
@@ -54,17 +53,17 @@ public final class CountdownServer {
   public let metrics = MetricsRegistry()
   var network = NetworkStats()
   /// The close code each closing WebSocket sent or received first, as a metrics label.
-  var closeCodes: [OpaquePointer: String] = [:]
+  var closeCodes: [Wsi: String] = [:]
   /// Public/404.html, read when the server starts: the body of every 404.
   var notFoundPage: [UInt8]?
   /// The last QR codes drawn for /qr.svg.
   var qrCodes = QRCodeAnswers()
   /// Bodies of HTTP answers waiting for their connection to be writable.
-  var httpBodies: [OpaquePointer: [UInt8]] = [:]
+  var httpBodies: [Wsi: [UInt8]] = [:]
   /// The bound port of the `--metrics-port` listener.
   public private(set) var metricsListenPort: Int?
   /// That listener's vhost, which serves no WebSocket.
-  private(set) var metricsVhost: OpaquePointer?
+  private(set) var metricsVhost: Vhost?
   /// Set when the loop should end: every socket closed, or the deadline passed.
   private var finished = false
 
@@ -116,7 +115,7 @@ public final class CountdownServer {
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
-  private var context: OpaquePointer?
+  private var context: LWSContext?
   /// The libev loop lent to lws, created by the server; it goes once the
   /// context has gone and nothing else attached to it holds it.
   private var libevLoop: LibevLoop?
@@ -127,7 +126,7 @@ public final class CountdownServer {
     self.config = config
     self.hub = hub
     self.clock = clock
-    originPolicy = OriginPolicy(allowed: config.allowedOrigins, listenHost: config.host)
+    admission = Admission(config: config)
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
     metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
@@ -162,7 +161,7 @@ public final class CountdownServer {
     let created = try createContext(&info)
     context = created
     finished = false
-    draining = false
+    admission.restart()
     stopping = false
     ActiveContext.install(created)
     serviceQueue.open(created)
@@ -180,19 +179,19 @@ public final class CountdownServer {
       pushPending = false
       loopClock.stop()
       timerDue = nil
-      lws_context_destroy(created)
+      lws_context_destroy(created.raw)
       context = nil
       libevLoop = nil
       activeEventLoop = nil
     }
     // The listening socket: a failure here is the address, not the loop.
-    guard lws_create_vhost(created, &info) != nil else {
+    guard lws_create_vhost(created.raw, &info) != nil else {
       throw .contextCreationFailed(host: config.host, port: config.port)
     }
     if let port = config.metricsPort {
       metricsListenPort = try createMetricsListener(created, port: port)
     }
-    let vhost = lws_get_vhost_by_name(created, "default")
+    let vhost = lws_get_vhost_by_name(created.raw, "default")
     listening = true
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
     onLoopReady?(libevLoop)
@@ -213,7 +212,7 @@ public final class CountdownServer {
   /// falls back to poll rather than not serving at all.
   private func createContext(
     _ info: inout lws_context_creation_info
-  ) throws(LWSError) -> OpaquePointer {
+  ) throws(LWSError) -> LWSContext {
     if config.eventLoop == .libev {
       if let loop = LibevLoop.make() {
         var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop.unsafeRawLoop), nil]
@@ -231,7 +230,7 @@ public final class CountdownServer {
           if getenv("CDS_DEBUG") != nil {
             cds_log(LLL_NOTICE, "countdown-server: libev backend \(loop.backendName)")
           }
-          return created
+          return LWSContext(raw: created)
         }
       }
       cds_log(
@@ -242,17 +241,17 @@ public final class CountdownServer {
     }
     guard let created = lws_create_context(&info) else { throw .eventLoopFailed }
     activeEventLoop = .poll
-    return created
+    return LWSContext(raw: created)
   }
 
   /// One turn of the poll loop, timed by the thread's CPU clock so that the
   /// wait inside poll() does not count as work.
-  private func serviceOnce(_ context: OpaquePointer) -> Int32 {
+  private func serviceOnce(_ context: LWSContext) -> Int32 {
     // On libev one lws_service is the whole run: its iterations are timed by
     // watchers around each wait instead.
-    guard activeEventLoop == .poll else { return lws_service(context, 0) }
+    guard activeEventLoop == .poll else { return lws_service(context.raw, 0) }
     let started = LoopClock.threadCPUSeconds()
-    let code = lws_service(context, 0)
+    let code = lws_service(context.raw, 0)
     recordLoopIteration(seconds: LoopClock.threadCPUSeconds() - started)
     return code
   }
@@ -301,9 +300,9 @@ public final class CountdownServer {
     for wsi in sweep.close {
       // Silent too long, or not writable for a minute: kill it from outside
       // its callbacks, the way lws allows.
-      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+      lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
-    for wsi in sweep.ping { lws_callback_on_writable(wsi) }
+    for wsi in sweep.ping { lws_callback_on_writable(wsi.raw) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
 
@@ -312,7 +311,7 @@ public final class CountdownServer {
   }
 
   private func lwsTimersDidFire() {
-    if let context { lws_cancel_service(context) }
+    if let context { lws_cancel_service(context.raw) }
     lwsTimers.schedule(afterMs: Self.lwsTimerWakeMs)
   }
 
@@ -326,7 +325,7 @@ public final class CountdownServer {
 
   /// A listener on its own port for `/metrics`, `/healthz` and `/readyz`,
   /// so metrics can stay on loopback while the page is served to the world.
-  private func createMetricsListener(_ context: OpaquePointer, port: Int) throws(LWSError) -> Int {
+  private func createMetricsListener(_ context: LWSContext, port: Int) throws(LWSError) -> Int {
     var info = lws_context_creation_info()
     info.port = Int32(port)
     info.iface = retain(config.metricsHost)
@@ -338,10 +337,10 @@ public final class CountdownServer {
     info.mounts = UnsafePointer(makeEndpointMounts(["/healthz", "/readyz", "/metrics"], next: nil))
     info.options = cds_option_security_headers()
     if !config.metricsHost.contains(":") { info.options |= cds_option_disable_ipv6() }
-    guard let vhost = lws_create_vhost(context, &info) else {
+    guard let vhost = lws_create_vhost(context.raw, &info) else {
       throw .contextCreationFailed(host: config.metricsHost, port: port)
     }
-    metricsVhost = vhost
+    metricsVhost = Vhost(raw: vhost)
     return Int(lws_get_vhost_listen_port(vhost))
   }
 
@@ -395,7 +394,7 @@ public final class CountdownServer {
   /// the server keeps serving that long, so a load balancer sees it and moves
   /// traffic, before it closes every connection; a second signal cuts it short.
   private func beginDrain() {
-    draining = true
+    admission.beginDrain()
     guard config.drainSeconds > 0 else { return beginStop() }
     Logger.shared.info(
       "draining", ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
@@ -408,7 +407,7 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi) }
+    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi.raw) }
     if openSockets == 0 {
       finish()
     } else {
@@ -428,7 +427,7 @@ public final class CountdownServer {
       libevLoop.breakRun()
     } else if let context {
       // Otherwise lws_service sleeps on until its next timer, seconds away.
-      lws_cancel_service(context)
+      lws_cancel_service(context.raw)
     }
   }
 
@@ -446,7 +445,12 @@ public final class CountdownServer {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
       guard let wsi = sockets[Int(connection)].wsi else { return }
-      if writingNow && lws_partial_buffered(wsi) == 0 && lws_get_close_length(wsi) == 0 {
+      // An event stream is no WebSocket: it has no Close to wait for (and
+      // lws_get_close_length would read a WebSocket's state it lacks).
+      if writingNow && lws_partial_buffered(wsi.raw) == 0
+        && (sockets[Int(connection)].transport == .eventStream
+          || lws_get_close_length(wsi.raw) == 0)
+      {
         writeNow.append(connection)
       } else {
         markWaiting(connection, wsi, now: now)
@@ -456,19 +460,19 @@ public final class CountdownServer {
     for connection in writeNow {
       guard let wsi = sockets[Int(connection)].wsi else { continue }
       if writable(wsi, connection: connection, now: now) == .fail {
-        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
     }
     writeNow.removeAll(keepingCapacity: true)
     armTimer()
   }
 
-  func requestWritable(_ wsi: OpaquePointer) {
-    lws_callback_on_writable(wsi)
+  func requestWritable(_ wsi: Wsi) {
+    lws_callback_on_writable(wsi.raw)
   }
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
-  func write(_ frame: [UInt8], to wsi: OpaquePointer, binary: Bool) -> Bool {
+  func write(_ frame: [UInt8], to wsi: Wsi, binary: Bool) -> Bool {
     guard send(frame, to: wsi, as: binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) else {
       return false
     }
@@ -480,7 +484,7 @@ public final class CountdownServer {
   /// Every write goes through here: lws wants `LWS_PRE` writable bytes before
   /// the payload, which the one reusable scratch buffer provides. lws keeps
   /// whatever the socket does not take and holds WRITEABLE until it drains.
-  func send(_ bytes: [UInt8], to wsi: OpaquePointer, as kind: lws_write_protocol) -> Bool {
+  func send(_ bytes: [UInt8], to wsi: Wsi, as kind: lws_write_protocol) -> Bool {
     let pre = cds_lws_pre()
     if pre + bytes.count > scratch.count {
       scratch.deallocate()
@@ -490,7 +494,7 @@ public final class CountdownServer {
       UnsafeMutableRawBufferPointer(rebasing: scratch[pre...]).copyMemory(from: source)
     }
     let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
-    return lws_write(wsi, payload, bytes.count, kind) >= 0
+    return lws_write(wsi.raw, payload, bytes.count, kind) >= 0
   }
 
   private func armTimer() {
@@ -581,10 +585,13 @@ public final class CountdownServer {
     let filesMount = retain([files])
 
     let endpoints =
-      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath]
+      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, Self.apiMount]
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
+
+  /// The HTTP API's mount; its event streams are `Admission.eventsPrefix`.
+  static let apiMount = "/api/v1"
 
   /// Mounts that hand each of `paths` to `httpCallback`.
   private func makeEndpointMounts(
@@ -612,10 +619,64 @@ public final class CountdownServer {
   }
 
   private static let pingPayload = Array("ka".utf8)
+  static let snapshotEvent = Array("event: snapshot\nid: ".utf8)
+  static let patchEvent = Array("event: patch\nid: ".utf8)
+  private static let eventData = Array("\ndata: ".utf8)
+  private static let eventComment = Array(": keepalive\n\n".utf8)
+
+  /// One Server-Sent Event: `event: <kind>`, `id: <seq>`, `data: <frame>`,
+  /// composed straight into the write buffer. The frame is the WebSocket's
+  /// JSON, which holds no line break.
+  func writeEvent(_ head: [UInt8], _ frame: [UInt8], seq: UInt64, to wsi: Wsi) -> Bool {
+    var digitCount = 1
+    var power: UInt64 = 10
+    while digitCount < 20 && seq >= power {
+      digitCount += 1
+      power = power &* 10
+    }
+    let count = head.count + digitCount + Self.eventData.count + frame.count + 2
+    let pre = cds_lws_pre()
+    if pre + count > scratch.count {
+      scratch.deallocate()
+      scratch = .allocate(byteCount: pre + count, alignment: 16)
+    }
+    var cursor = pre
+    func put(_ bytes: [UInt8]) {
+      bytes.withUnsafeBytes { source in
+        UnsafeMutableRawBufferPointer(rebasing: scratch[cursor...]).copyMemory(from: source)
+      }
+      cursor += bytes.count
+    }
+    put(head)
+    // The seq's digits, written from the last (no buffer per event).
+    var rest = seq
+    for index in stride(from: cursor + digitCount - 1, through: cursor, by: -1) {
+      scratch[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+      rest /= 10
+    }
+    cursor += digitCount
+    put(Self.eventData)
+    put(frame)
+    scratch[cursor] = UInt8(ascii: "\n")
+    scratch[cursor + 1] = UInt8(ascii: "\n")
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    guard lws_write(wsi.raw, payload, count, LWS_WRITE_HTTP) >= 0 else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(count)
+    return true
+  }
+
+  /// The comment that keeps an idle event stream's proxies from timing it out.
+  func writeEventComment(to wsi: Wsi) -> Bool {
+    guard send(Self.eventComment, to: wsi, as: LWS_WRITE_HTTP) else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(Self.eventComment.count)
+    return true
+  }
 
   /// Sends the ping a connection is owed. It carries a payload because lws
   /// 4.1.6 reports only non-empty pongs to the protocol callback.
-  func writePing(_ wsi: OpaquePointer) -> Bool {
+  func writePing(_ wsi: Wsi) -> Bool {
     guard send(Self.pingPayload, to: wsi, as: LWS_WRITE_PING) else { return false }
     network.framesSent += 1
     network.bytesSent += 2
@@ -638,10 +699,10 @@ private enum ActiveContext {
 
   /// A stop requested before the context existed is kept and acted on at
   /// once; the count clears when the context goes, for the next `run`.
-  static func install(_ newContext: OpaquePointer?) {
-    contextAddress.store(UInt(bitPattern: newContext), ordering: .sequentiallyConsistent)
+  static func install(_ newContext: LWSContext?) {
+    contextAddress.store(UInt(bitPattern: newContext?.raw), ordering: .sequentiallyConsistent)
     if let newContext {
-      if stopRequested { lws_cancel_service(newContext) }
+      if stopRequested { lws_cancel_service(newContext.raw) }
     } else {
       stopCount.store(0, ordering: .sequentiallyConsistent)
     }
