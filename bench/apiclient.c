@@ -24,16 +24,8 @@
  * one JSON line on stdout, then keeps its connections open until SIGTERM.
  */
 #define _GNU_SOURCE
-#include "viewer_ticks.h"
+#include "ev_client.h"
 #include <arpa/inet.h>
-#include <errno.h>
-#include <ev.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #define RESPONSE_MAX 16384
 #define QUEUE_MAX 64
@@ -67,8 +59,8 @@ static int error_samples_len;
 static unsigned long long lat_hist[HBUCKETS], sched_hist[HBUCKETS];
 static long long lat_max_us, sched_max_us;
 static double cpu_go;
+static int going;
 static ev_timer pump_timer, pace_timer, drain_timer;
-static ev_signal sig_go, sig_term, sig_int;
 
 static void report(void);
 static void conn_io(struct ev_loop *l, ev_io *w, int revents);
@@ -91,16 +83,9 @@ static void check_finished(void)
 
 static void connect_one(struct conn *c)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = open_socket(&server_addr);
 	c->attempts++;
 	if (fd < 0) {
-		conn_errors++;
-		c->state = A_CLOSED;
-		return;
-	}
-	bind_next_source(fd);
-	if (connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) && errno != EINPROGRESS) {
-		close(fd);
 		conn_errors++;
 		c->state = A_CLOSED;
 		return;
@@ -221,24 +206,6 @@ static void answer(struct conn *c, int status, const char *body, size_t body_len
 	check_finished();
 }
 
-/* A header's value, if `name` (with its colon; any case) starts one of the header lines. */
-static const char *header(const char *head, size_t len, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = head; p && p + nl < head + len;) {
-		if (!strncasecmp(p, name, nl)) {
-			p += nl;
-			while (*p == ' ')
-				p++;
-			return p;
-		}
-		p = memchr(p, '\n', (size_t)(head + len - p));
-		if (p)
-			p++;
-	}
-	return NULL;
-}
-
 /* Parses what c->buf holds; returns 1 once one answer was accounted. */
 static int parse(struct conn *c)
 {
@@ -287,10 +254,7 @@ static void conn_io(struct ev_loop *l, ev_io *w, int revents)
 {
 	struct conn *c = (struct conn *)w;
 	if (c->state == A_CONNECTING) {
-		int err = 0;
-		socklen_t len = sizeof(err);
-		getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-		if (err) {
+		if (socket_error(w->fd)) {
 			conn_lost(c);
 			return;
 		}
@@ -385,11 +349,6 @@ static void on_go(struct ev_loop *l, ev_signal *w, int revents)
 	ev_timer_start(loop, &pace_timer);
 }
 
-static void on_stop(struct ev_loop *l, ev_signal *w, int revents)
-{
-	ev_break(l, EVBREAK_ALL);
-}
-
 static void report(void)
 {
 	reported = 1;
@@ -470,14 +429,7 @@ int main(int argc, char **argv)
 	for (int k = 0; k < n_conns; k++)
 		conns[k].index = offset + k;
 
-	loop = ev_default_loop(EVFLAG_AUTO);
-	signal(SIGPIPE, SIG_IGN);
-	ev_signal_init(&sig_go, on_go, SIGUSR1);
-	ev_signal_init(&sig_term, on_stop, SIGTERM);
-	ev_signal_init(&sig_int, on_stop, SIGINT);
-	ev_signal_start(loop, &sig_go);
-	ev_signal_start(loop, &sig_term);
-	ev_signal_start(loop, &sig_int);
+	loop = client_loop(on_go);
 	t_begin_us = now_us();
 	ev_timer_init(&pump_timer, pump, 0., 0.);
 	ev_timer_start(loop, &pump_timer);

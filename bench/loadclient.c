@@ -75,7 +75,7 @@ static const lws_retry_bo_t no_validity = { .secs_since_valid_ping = 0 };
 
 static struct lws_context *context;
 static struct conn *conns;
-static int n_conns, offset, per_session = 0, total = 0;
+static int per_session = 0, total = 0;
 static int spread_ms = 0, max_pending = 1000, no_start = 0, hold = 0;
 static int port = 0, deadline_extra_s = 15, use_libev = 1;
 static struct ev_loop *loop; /* NULL on poll */
@@ -85,11 +85,8 @@ static char (*paths)[96];
 static char ifaces[256][16];
 
 static volatile sig_atomic_t go_flag, stop_flag;
-static int reported, ready_reported;
-static int next_to_connect, pending, connected, snapshots, conn_errors, closed_after_open, failed;
-static int done_count, measuring;
-static long long t_begin_us, t_all_snapshots_us, t_go_us, t_end_us, t_first_snapshot_us;
-static double cpu_go, cpu_ready;
+static int ready_reported;
+static int next_to_connect, pending;
 static struct timer pump_timer, watchdog_timer;
 
 static void timer_fired(struct ev_loop *l, ev_timer *w, int revents)
@@ -138,19 +135,6 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 static int session_of(int global) { return per_session > 0 ? global / per_session : 0; }
 
-static void report(void);
-
-static void check_finished(void)
-{
-	if (going && !reported && done_count >= measuring)
-		report();
-}
-
-static void mark_done(struct conn *c)
-{
-	if (viewer_finish(&c->v))
-		done_count++;
-}
 
 static void connect_one(struct conn *c)
 {
@@ -253,26 +237,6 @@ static void on_go(void)
 	check_finished();
 }
 
-static void on_frame(struct conn *c, const char *text, size_t len)
-{
-	long long t = now_us();
-	switch (viewer_message(&c->v, text, len, t)) {
-	case VIEWER_FIRST_SNAPSHOT:
-		snapshots++;
-		if (snapshots == 1)
-			t_first_snapshot_us = t;
-		if (snapshots + failed >= n_conns && !t_all_snapshots_us)
-			t_all_snapshots_us = t;
-		break;
-	case VIEWER_DONE:
-		done_count++;
-		check_finished();
-		break;
-	case VIEWER_OTHER:
-		break;
-	}
-}
-
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -299,7 +263,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		break;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
 		if (c && lws_is_first_fragment(wsi) && lws_is_final_fragment(wsi))
-			on_frame(c, in, len);
+			viewer_received(&c->v, in, len, now_us());
 		else if (c)
 			other_frames++; /* fragmented: never expected from these servers */
 		break;
@@ -321,10 +285,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				failed++;
 			c->state = 3;
 			c->wsi = NULL;
-			if (going && !c->v.done) {
-				mark_done(c);
-				check_finished();
-			}
+			viewer_gone(&c->v);
 		}
 		break;
 	default:
@@ -340,30 +301,10 @@ static const struct lws_protocols protocols[] = {
 
 static void report(void)
 {
-	reported = 1;
-	t_end_us = now_us();
-	double cpu_end = cpu_seconds();
-	long long expected = (long long)n_conns * n_ticks, unreceived = 0;
+	long long unreceived = 0;
 	for (int k = 0; k < n_conns; k++)
 		unreceived += viewer_unreceived(&conns[k].v);
-	printf("{\"viewers\":%d,\"offset\":%d,\"per_session\":%d,\"connected\":%d,"
-	       "\"snapshots\":%d,\"connect_errors\":%d,\"failed\":%d,\"closed_after_open\":%d,"
-	       "\"t_first_snapshot_ms\":%.3f,\"t_all_snapshots_ms\":%.3f,"
-	       "\"go_us\":%lld,\"end_us\":%lld,\"window_s\":%.3f,"
-	       "\"frames_total\":%lld,\"frames_window\":%lld,\"bytes_window\":%lld,"
-	       "\"ticks_expected\":%lld,\"ticks_received\":%lld,\"missed\":%lld,"
-	       "\"out_of_order\":%lld,\"viewers_patches\":%lld,\"acks\":%lld,\"errors\":%lld,"
-	       "\"cpu_connect_s\":%.3f,\"cpu_window_s\":%.3f,\"cpu_total_s\":%.3f,"
-	       "\"rss_kb\":%ld,\"hwm_kb\":%ld,",
-	       n_conns, offset, per_session, connected, snapshots, conn_errors, failed,
-	       closed_after_open, t_first_snapshot_us ? (t_first_snapshot_us - t_begin_us) / 1e3 : -1.0,
-	       t_all_snapshots_us ? (t_all_snapshots_us - t_begin_us) / 1e3 : -1.0,
-	       t_go_us, t_end_us, going ? (t_end_us - t_go_us) / 1e6 : 0.0,
-	       frames_total, frames_window, bytes_window,
-	       going ? expected : 0, ticks_in_range, going ? missed + unreceived : 0,
-	       out_of_order, viewers_patches, acks, errors_rx,
-	       cpu_ready,
-	       going ? cpu_end - cpu_go : 0.0, cpu_end, rss_kb("VmRSS:"), rss_kb("VmHWM:"));
+	print_viewer_report(per_session, unreceived);
 	print_lag_report();
 }
 

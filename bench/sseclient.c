@@ -35,16 +35,8 @@
  */
 #define _GNU_SOURCE
 #include "viewer_ticks.h"
+#include "ev_client.h"
 #include <arpa/inet.h>
-#include <errno.h>
-#include <ev.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #define LINE_MAX_BYTES 2048
 #define DATA_MAX_BYTES 2048
@@ -70,20 +62,16 @@ struct conn {
 
 static struct ev_loop *loop;
 static struct conn *conns;
-static int n_conns = 1000, offset, total, port, max_pending = 1000, deadline_extra_s = 15;
+static int total, port, max_pending = 1000, deadline_extra_s = 15;
 static int no_start, hold, use_starter = 1;
 static const char *host = "127.0.0.1", *prefix = "bench";
 static struct sockaddr_in server_addr;
 static char request[512];
 static int request_len;
 
-static int reported, ready_reported, next_to_connect, pending, connected, snapshots, conn_errors;
-static int closed_after_open, failed, done_count, measuring, first_http_status, chunked_streams;
-static long long t_begin_us, t_all_snapshots_us, t_go_us, t_end_us, t_first_snapshot_us;
+static int ready_reported, next_to_connect, pending, first_http_status, chunked_streams;
 static long long bad_events, seq_jumps, seq_regressions, keepalives, http_errors;
-static double cpu_go, cpu_ready;
 static ev_timer pump_timer, watchdog_timer;
-static ev_signal sig_go, sig_term, sig_int;
 static char readbuf[65536];
 
 /* ---------------------------------------------------------------- the starter WebSocket */
@@ -96,36 +84,7 @@ static struct {
 	char buf[16384];
 } starter = { .fd = -1 };
 
-static void report(void);
 static void check_ready(void);
-
-static void check_finished(void)
-{
-	if (going && !reported && done_count >= measuring)
-		report();
-}
-
-static int open_socket(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	bind_next_source(fd);
-	if (connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) && errno != EINPROGRESS) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static int socket_error(int fd)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return errno;
-	return err;
-}
 
 /* Sends one masked WebSocket frame (opcode, payload of at most 125 bytes). */
 static void starter_send(int opcode, const char *payload, size_t len)
@@ -241,7 +200,7 @@ static void starter_io(struct ev_loop *l, ev_io *w, int revents)
 
 static void starter_connect(void)
 {
-	starter.fd = open_socket();
+	starter.fd = open_socket(&server_addr);
 	if (starter.fd < 0)
 		starter_fail(strerror(errno));
 	starter.state = C_CONNECTING;
@@ -263,10 +222,7 @@ static void conn_closed(struct conn *c)
 	ev_io_stop(loop, &c->io);
 	close(c->io.fd);
 	c->state = C_CLOSED;
-	if (going && viewer_finish(&c->v)) {
-		done_count++;
-		check_finished();
-	}
+	viewer_gone(&c->v);
 	check_ready();
 }
 
@@ -305,22 +261,8 @@ static void dispatch(struct conn *c)
 			seq_jumps++;
 	}
 	c->last_id = c->id;
-	switch (viewer_message(&c->v, data, len, t)) {
-	case VIEWER_FIRST_SNAPSHOT:
-		snapshots++;
-		if (snapshots == 1)
-			t_first_snapshot_us = t;
-		if (snapshots + failed >= n_conns && !t_all_snapshots_us)
-			t_all_snapshots_us = t;
+	if (viewer_received(&c->v, data, len, t) == VIEWER_FIRST_SNAPSHOT)
 		check_ready();
-		break;
-	case VIEWER_DONE:
-		done_count++;
-		check_finished();
-		break;
-	case VIEWER_OTHER:
-		break;
-	}
 reset:
 	c->data_len = 0;
 	c->event[0] = 0;
@@ -449,24 +391,6 @@ static void body_bytes(struct conn *c, const char *p, size_t n)
 	}
 }
 
-/* A header's value, if `name` (with its colon; any case) starts one of the header lines. */
-static const char *header(const char *head, size_t len, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = head; p && p + nl < head + len;) {
-		if (!strncasecmp(p, name, nl)) {
-			p += nl;
-			while (*p == ' ')
-				p++;
-			return p;
-		}
-		p = memchr(p, '\n', (size_t)(head + len - p));
-		if (p)
-			p++;
-	}
-	return NULL;
-}
-
 /* The headers are in c->line[0..len); returns the offset of the body, or -1 to fail. */
 static int response_head(struct conn *c, int len)
 {
@@ -564,7 +488,7 @@ static void conn_io(struct ev_loop *l, ev_io *w, int revents)
 static void connect_one(struct conn *c)
 {
 	c->attempts++;
-	int fd = open_socket();
+	int fd = open_socket(&server_addr);
 	if (fd < 0) {
 		conn_errors++;
 		return;
@@ -662,41 +586,17 @@ static void on_go(struct ev_loop *l, ev_signal *w, int revents)
 	check_finished();
 }
 
-static void on_stop(struct ev_loop *l, ev_signal *w, int revents)
-{
-	ev_break(l, EVBREAK_ALL);
-}
-
 static void report(void)
 {
-	reported = 1;
-	t_end_us = now_us();
-	double cpu_end = cpu_seconds();
-	long long expected = (long long)n_conns * n_ticks, unreceived = 0;
+	long long unreceived = 0;
 	for (int k = 0; k < n_conns; k++)
 		unreceived += viewer_unreceived(&conns[k].v);
-	printf("{\"transport\":\"sse\",\"viewers\":%d,\"offset\":%d,\"per_session\":0,\"connected\":%d,"
-	       "\"snapshots\":%d,\"connect_errors\":%d,\"failed\":%d,\"closed_after_open\":%d,"
-	       "\"t_first_snapshot_ms\":%.3f,\"t_all_snapshots_ms\":%.3f,"
-	       "\"go_us\":%lld,\"end_us\":%lld,\"window_s\":%.3f,"
-	       "\"frames_total\":%lld,\"frames_window\":%lld,\"bytes_window\":%lld,"
-	       "\"ticks_expected\":%lld,\"ticks_received\":%lld,\"missed\":%lld,"
-	       "\"out_of_order\":%lld,\"viewers_patches\":%lld,\"acks\":%lld,\"errors\":%lld,"
-	       "\"bad_events\":%lld,\"seq_jumps\":%lld,\"seq_regressions\":%lld,\"keepalives\":%lld,"
-	       "\"http_errors\":%lld,\"first_http_status\":%d,\"chunked_streams\":%d,"
-	       "\"starter_frames\":%lld,"
-	       "\"cpu_connect_s\":%.3f,\"cpu_window_s\":%.3f,\"cpu_total_s\":%.3f,"
-	       "\"rss_kb\":%ld,\"hwm_kb\":%ld,",
-	       n_conns, offset, connected, snapshots, conn_errors, failed, closed_after_open,
-	       t_first_snapshot_us ? (t_first_snapshot_us - t_begin_us) / 1e3 : -1.0,
-	       t_all_snapshots_us ? (t_all_snapshots_us - t_begin_us) / 1e3 : -1.0,
-	       t_go_us, t_end_us, going ? (t_end_us - t_go_us) / 1e6 : 0.0,
-	       frames_total, frames_window, bytes_window,
-	       going ? expected : 0, ticks_in_range, going ? missed + unreceived : 0,
-	       out_of_order, viewers_patches, acks, errors_rx,
+	print_viewer_report(0, unreceived);
+	printf("\"transport\":\"sse\",\"bad_events\":%lld,\"seq_jumps\":%lld,\"seq_regressions\":%lld,"
+	       "\"keepalives\":%lld,\"http_errors\":%lld,\"first_http_status\":%d,"
+	       "\"chunked_streams\":%d,\"starter_frames\":%lld,",
 	       bad_events, seq_jumps, seq_regressions, keepalives, http_errors, first_http_status,
-	       chunked_streams, starter.frames,
-	       cpu_ready, going ? cpu_end - cpu_go : 0.0, cpu_end, rss_kb("VmRSS:"), rss_kb("VmHWM:"));
+	       chunked_streams, starter.frames);
 	print_lag_report();
 }
 
@@ -760,14 +660,7 @@ int main(int argc, char **argv)
 	for (int k = 0; k < n_conns; k++)
 		conns[k].index = offset + k;
 
-	loop = ev_default_loop(EVFLAG_AUTO);
-	signal(SIGPIPE, SIG_IGN);
-	ev_signal_init(&sig_go, on_go, SIGUSR1);
-	ev_signal_init(&sig_term, on_stop, SIGTERM);
-	ev_signal_init(&sig_int, on_stop, SIGINT);
-	ev_signal_start(loop, &sig_go);
-	ev_signal_start(loop, &sig_term);
-	ev_signal_start(loop, &sig_int);
+	loop = client_loop(on_go);
 
 	t_begin_us = now_us();
 	if (use_starter)

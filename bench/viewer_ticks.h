@@ -1,9 +1,10 @@
 /*
  * viewer_ticks.h: what bench's load clients measure on a viewer, whatever the
  * transport (loadclient.c on WebSocket, sseclient.c on Server-Sent Events), so
- * that a missed tick means the same on both: the clocks, the lag histogram,
- * the per-tick rows and the accounting of one countdown.v1 JSON message.
- * Header-only, state in statics: each client is one translation unit.
+ * that a missed tick means the same on both: the lag histogram, the per-tick
+ * rows, the accounting of one countdown.v1 JSON message, the counts over the
+ * viewers and the report's shared part. Header-only, state in statics: each
+ * client is one translation unit.
  *
  * A patch with remaining = r (and no phase) is due at endsAt - r*1000 ms
  * (endsAt from the start patch or the snapshot); its lag is receipt time - due
@@ -15,17 +16,7 @@
 #ifndef BENCH_VIEWER_TICKS_H
 #define BENCH_VIEWER_TICKS_H
 
-#define _GNU_SOURCE
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
-
-/* Not every client uses every helper. */
-#define VT_FN static __attribute__((unused))
+#include "measure.h"
 
 /* One viewer's view of the countdown. */
 struct viewer {
@@ -37,7 +28,6 @@ struct viewer {
 	int expect; /* next r expected */
 };
 
-#define HBUCKETS 4096
 static unsigned long long hist[HBUCKETS];
 /* per measured tick (index seconds-1-r): count, min and max lag */
 #define MAX_TICKS 4096
@@ -49,60 +39,6 @@ static long long lag_max_us = -1, lag_min_us = 1LL << 62, lag_count;
 static long long frames_window, frames_total, ticks_in_range, missed, out_of_order, viewers_patches;
 static long long bytes_window, acks, errors_rx, other_frames;
 
-VT_FN long long now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-VT_FN double cpu_seconds(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
-VT_FN long rss_kb(const char *field)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long v = -1;
-	size_t n = strlen(field);
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n))
-			v = atol(line + n + 1);
-	fclose(f);
-	return v;
-}
-
-/* Log-linear: 64 sub-buckets per power of two, ~1.6% resolution. */
-VT_FN int bucket_of(long long v)
-{
-	if (v < 64)
-		return (int)(v < 0 ? 0 : v);
-	int e = 63 - __builtin_clzll((unsigned long long)v);
-	int m = (int)((v >> (e - 6)) & 63);
-	int b = 64 + (e - 6) * 64 + m;
-	return b < HBUCKETS ? b : HBUCKETS - 1;
-}
-
-VT_FN long long bucket_lower(int b)
-{
-	if (b < 64)
-		return b;
-	int e = (b - 64) / 64 + 6, m = (b - 64) % 64;
-	return (long long)(64 + m) << (e - 6);
-}
-
-VT_FN void record_in(unsigned long long *h, long long v)
-{
-	h[bucket_of(v)]++;
-}
-
 VT_FN void record_lag(long long lag)
 {
 	if (lag > lag_max_us)
@@ -111,70 +47,6 @@ VT_FN void record_lag(long long lag)
 		lag_min_us = lag;
 	lag_count++;
 	record_in(hist, lag);
-}
-
-/* The non-empty buckets as [lower_us, count],... so bench/run can merge processes. */
-VT_FN void print_hist(const unsigned long long *h)
-{
-	int first = 1;
-	for (int b = 0; b < HBUCKETS; b++)
-		if (h[b]) {
-			printf("%s[%lld,%llu]", first ? "" : ",", bucket_lower(b), h[b]);
-			first = 0;
-		}
-}
-
-/* The lower bound (us) of the bucket holding the fraction-th sample, or -1. */
-VT_FN long long hist_percentile(const unsigned long long *h, double fraction)
-{
-	unsigned long long total = 0, seen = 0;
-	for (int b = 0; b < HBUCKETS; b++)
-		total += h[b];
-	if (!total)
-		return -1;
-	double rank = fraction * (double)(total - 1);
-	for (int b = 0; b < HBUCKETS; b++) {
-		seen += h[b];
-		if ((double)seen > rank)
-			return bucket_lower(b);
-	}
-	return -1;
-}
-
-/* Finds "key": in text; returns pointer to the value or NULL. */
-VT_FN const char *find_key(const char *text, size_t len, const char *key, size_t klen)
-{
-	const char *end = text + len;
-	for (const char *p = text; p + klen <= end; p++) {
-		p = memchr(p, key[0], (size_t)(end - p));
-		if (!p || p + klen > end)
-			return NULL;
-		if (!memcmp(p, key, klen))
-			return p + klen;
-	}
-	return NULL;
-}
-
-#define KEY(t, l, k) find_key(t, l, k, sizeof(k) - 1)
-
-/*
- * Source addresses: a socket not yet bound is bound to the next of
- * 127.0.0.(src_first..src_last) in turn, with IP_BIND_ADDRESS_NO_PORT so the
- * kernel picks the port per 4-tuple at connect time, and the ephemeral ports
- * of eight addresses are shared out.
- */
-static int src_next, src_first = 2, src_last = 9;
-
-VT_FN void bind_next_source(int fd)
-{
-	struct sockaddr_in local;
-	int one = 1;
-	int span = src_last - src_first + 1;
-	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-	memset(&local, 0, sizeof(local));
-	local.sin_family = AF_INET;
-	local.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)(src_first + src_next++ % span));
-	bind(fd, (struct sockaddr *)&local, sizeof(local));
 }
 
 /* A viewer newly open: no tick seen yet. */
@@ -286,12 +158,83 @@ VT_FN enum viewer_event viewer_message(struct viewer *c, const char *text, size_
 	return VIEWER_OTHER;
 }
 
+/* ---- the client's counts over its viewers, in the report every viewer client prints */
+
+static int n_conns = 1000, offset;
+static int reported, connected, snapshots, conn_errors, closed_after_open, failed;
+static int done_count, measuring; /* viewers measured since "go", and how many are done */
+static long long t_begin_us, t_all_snapshots_us, t_go_us, t_end_us, t_first_snapshot_us;
+static double cpu_go, cpu_ready;
+
+static void report(void); /* each client's own: its report, then print_lag_report() */
+
+VT_FN void check_finished(void)
+{
+	if (going && !reported && done_count >= measuring)
+		report();
+}
+
+/* Accounts one message of viewer v received at t, and ends the run when every
+ * measured viewer has its ticks. Returns what the message was to the viewer. */
+VT_FN enum viewer_event viewer_received(struct viewer *v, const char *text, size_t len, long long t)
+{
+	enum viewer_event event = viewer_message(v, text, len, t);
+	if (event == VIEWER_FIRST_SNAPSHOT) {
+		snapshots++;
+		if (snapshots == 1)
+			t_first_snapshot_us = t;
+		if (snapshots + failed >= n_conns && !t_all_snapshots_us)
+			t_all_snapshots_us = t;
+	} else if (event == VIEWER_DONE) {
+		done_count++;
+		check_finished();
+	}
+	return event;
+}
+
+/* A viewer's connection ended: after "go", it is measured as far as it got. */
+VT_FN void viewer_gone(struct viewer *v)
+{
+	if (going && viewer_finish(v)) {
+		done_count++;
+		check_finished();
+	}
+}
+
 /* Whatever a viewer had not received by the end (closed, failed, or too late): missed. */
 VT_FN long long viewer_unreceived(const struct viewer *c)
 {
 	int lowest = seconds - n_ticks;
 	int top = c->expect > seconds - 1 ? seconds - 1 : c->expect;
 	return top >= lowest ? top - lowest + 1 : 0;
+}
+
+/* The report's head, every figure but the lag's, with a trailing comma: a client
+ * adds its own figures, then print_lag_report(). `unreceived`: the sum of
+ * viewer_unreceived over the viewers. */
+VT_FN void print_viewer_report(int per_session, long long unreceived)
+{
+	reported = 1;
+	t_end_us = now_us();
+	double cpu_end = cpu_seconds();
+	long long expected = (long long)n_conns * n_ticks;
+	printf("{\"viewers\":%d,\"offset\":%d,\"per_session\":%d,\"connected\":%d,"
+	       "\"snapshots\":%d,\"connect_errors\":%d,\"failed\":%d,\"closed_after_open\":%d,"
+	       "\"t_first_snapshot_ms\":%.3f,\"t_all_snapshots_ms\":%.3f,"
+	       "\"go_us\":%lld,\"end_us\":%lld,\"window_s\":%.3f,"
+	       "\"frames_total\":%lld,\"frames_window\":%lld,\"bytes_window\":%lld,"
+	       "\"ticks_expected\":%lld,\"ticks_received\":%lld,\"missed\":%lld,"
+	       "\"out_of_order\":%lld,\"viewers_patches\":%lld,\"acks\":%lld,\"errors\":%lld,"
+	       "\"cpu_connect_s\":%.3f,\"cpu_window_s\":%.3f,\"cpu_total_s\":%.3f,"
+	       "\"rss_kb\":%ld,\"hwm_kb\":%ld,",
+	       n_conns, offset, per_session, connected, snapshots, conn_errors, failed,
+	       closed_after_open, t_first_snapshot_us ? (t_first_snapshot_us - t_begin_us) / 1e3 : -1.0,
+	       t_all_snapshots_us ? (t_all_snapshots_us - t_begin_us) / 1e3 : -1.0,
+	       t_go_us, t_end_us, going ? (t_end_us - t_go_us) / 1e6 : 0.0,
+	       frames_total, frames_window, bytes_window,
+	       going ? expected : 0, ticks_in_range, going ? missed + unreceived : 0,
+	       out_of_order, viewers_patches, acks, errors_rx,
+	       cpu_ready, going ? cpu_end - cpu_go : 0.0, cpu_end, rss_kb("VmRSS:"), rss_kb("VmHWM:"));
 }
 
 /* The report's tail from the lag figures on, after a comma:
