@@ -110,6 +110,14 @@ private func urlArgument(_ name: String, in arguments: [String]) throws(HeaderEr
   return values.first
 }
 
+/// A seq as a client writes it: decimal digits only (`UInt64` alone would
+/// take "+5" and "-0").
+private func seqValue(_ text: String) -> UInt64? {
+  guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+  else { return nil }
+  return UInt64(text)
+}
+
 /// A header lws has no token for, by its lowercase name, read whole.
 private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
   let key = name + ":"
@@ -117,7 +125,8 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
   guard total >= 0 else { return nil }
   guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
   var buffer = [CChar](repeating: 0, count: total + 1)
-  let copied = lws_hdr_custom_copy(wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
+  let copied = lws_hdr_custom_copy(
+    wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
   guard copied >= 0, Int(copied) <= total else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
@@ -148,14 +157,14 @@ private func readRequest(
   let arguments = try urlArguments(wsi)
   var since: UInt64?
   if let text = try urlArgument("since", in: arguments) {
-    guard let number = UInt64(text) else {
+    guard let number = seqValue(text) else {
       throw HeaderError(header: "since", problem: .notANumber)
     }
     since = number
   }
   if transport == .eventStream, let text = try customHeader(wsi, "last-event-id") {
     // EventSource sends back the last `id:` it got; a client may also say `since`.
-    guard let number = UInt64(text) else {
+    guard let number = seqValue(text) else {
       throw HeaderError(header: "last-event-id", problem: .notANumber)
     }
     since = max(since ?? 0, number)

@@ -92,8 +92,9 @@ extension CountdownServer {
   }
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
+  /// `direct`: called outside lws's writable callback (a tick's direct write).
   func writable(
-    _ wsi: Wsi, connection id: ConnectionID, now: Int64? = nil
+    _ wsi: Wsi, connection id: ConnectionID, now: Int64? = nil, direct: Bool = false
   ) -> WriteOutcome {
     // Read once per frame; a tick's direct writes pass the time they all share.
     let now = now ?? clock.nowMilliseconds()
@@ -105,6 +106,8 @@ extension CountdownServer {
     guard writeNextFrame(id, to: wsi, now: now) else { return .fail }
     if sockets[Int(id)].keepalive.owesPing || hub.hasPending(id) {
       markWaiting(id, wsi, now: now)
+    } else if sockets[Int(id)].transport == .eventStream {
+      streamWritten(wsi, inCallback: !direct)
     }
     return .keepOpen
   }
@@ -164,7 +167,9 @@ extension CountdownServer {
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.
   func markWaiting(_ id: ConnectionID, _ wsi: Wsi, now: Int64) {
-    if sockets[Int(id)].keepalive.waiting(now: now) == .requestWritable { requestWritable(wsi) }
+    if sockets[Int(id)].keepalive.waiting(now: now) == .requestWritable {
+      requestWritable(id, wsi)
+    }
   }
 
   /// One pass over every connection, once a second: who is owed a keepalive
@@ -172,7 +177,7 @@ extension CountdownServer {
   /// writes), and who must go (a WebSocket silent for --hang-up-after after
   /// its ping, or any connection unable to take what it is owed for
   /// --unwritable-timeout).
-  func sweepConnections(now: Int64) -> (ping: [Wsi], close: [Wsi]) {
+  func sweepConnections(now: Int64) -> (ping: [(ConnectionID, Wsi)], close: [Wsi]) {
     let webSocket = Keepalive.Limits(
       pingAfter: Int64(config.pingAfterSeconds) * 1000,
       hangUpAfter: Int64(config.hangUpAfterSeconds) * 1000,
@@ -181,7 +186,7 @@ extension CountdownServer {
     let eventStream = Keepalive.Limits(
       pingAfter: min(webSocket.pingAfter, Self.eventStreamCommentMs), hangUpAfter: .max,
       stuckAfter: webSocket.stuckAfter)
-    var ping: [Wsi] = []
+    var ping: [(ConnectionID, Wsi)] = []
     var close: [Wsi] = []
     for slot in sockets.indices {
       guard let wsi = sockets[slot].wsi else { continue }
@@ -189,7 +194,7 @@ extension CountdownServer {
       let limits = sockets[slot].transport == .webSocket ? webSocket : eventStream
       switch sockets[slot].keepalive.swept(now: now, limits: limits) {
       case .hangUp: close.append(wsi)
-      case .requestWritable, .ping: ping.append(wsi)
+      case .requestWritable, .ping: ping.append((ConnectionID(slot), wsi))
       case .none: break
       }
     }

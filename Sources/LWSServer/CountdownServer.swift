@@ -302,7 +302,7 @@ public final class CountdownServer {
       // its callbacks, the way lws allows.
       lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
-    for wsi in sweep.ping { lws_callback_on_writable(wsi.raw) }
+    for (id, wsi) in sweep.ping { requestWritable(id, wsi) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
 
@@ -407,7 +407,10 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi.raw) }
+    for slot in sockets.indices {
+      if let wsi = sockets[slot].wsi { requestWritable(ConnectionID(slot), wsi) }
+    }
+    for wsi in echo.sockets { lws_callback_on_writable(wsi.raw) }
     if openSockets == 0 {
       finish()
     } else {
@@ -459,7 +462,7 @@ public final class CountdownServer {
     // After the drain: writing asks the hub for each frame.
     for connection in writeNow {
       guard let wsi = sockets[Int(connection)].wsi else { continue }
-      if writable(wsi, connection: connection, now: now) == .fail {
+      if writable(wsi, connection: connection, now: now, direct: true) == .fail {
         lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
     }
@@ -469,6 +472,37 @@ public final class CountdownServer {
 
   func requestWritable(_ wsi: Wsi) {
     lws_callback_on_writable(wsi.raw)
+  }
+
+  /// A hub connection's writable request, on either transport.
+  func requestWritable(_ id: ConnectionID, _ wsi: Wsi) {
+    if sockets[Int(id)].transport == .eventStream { streamWaits(wsi, toWrite: true) }
+    lws_callback_on_writable(wsi.raw)
+  }
+
+  /// What lws 4.1.6 watches an event stream for. In mid-transaction it reads
+  /// nothing from an HTTP/1 connection, yet keeps it in the poll set for
+  /// input, so a client's FIN (or any byte) would wake the loop on every
+  /// turn, for good; and once input is switched off (rx flow control) it no
+  /// longer serves the connection's writable events either. So input is on
+  /// only while a write waits: then a FIN costs one wake-up, not a spin. A
+  /// client that left is found at the stream's next write, whose failure
+  /// (or the reset that answers it) closes it: at the next tick on a running
+  /// session, at the next keepalive comment on a quiet one.
+  func streamWaits(_ wsi: Wsi, toWrite: Bool) {
+    lws_rx_flow_control(wsi.raw, toWrite ? 1 : 0)
+  }
+
+  /// An event stream was written and nothing more waits. Input goes off
+  /// only in lws's writable callback, which has just cleared the request:
+  /// off with a request still armed would spin. Bytes the socket did not
+  /// take are a request lws armed itself, so input goes on for them.
+  func streamWritten(_ wsi: Wsi, inCallback: Bool) {
+    if lws_partial_buffered(wsi.raw) != 0 {
+      streamWaits(wsi, toWrite: true)
+    } else if inCallback {
+      streamWaits(wsi, toWrite: false)
+    }
   }
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
