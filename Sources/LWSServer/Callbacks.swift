@@ -118,16 +118,15 @@ private func seqValue(_ text: String) -> UInt64? {
   return UInt64(text)
 }
 
-/// A header lws has no token for, by its lowercase name, read whole.
+/// A header lws does not know by name (`name` lowercased, with its colon).
 private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
-  let key = name + ":"
-  let total = Int(lws_hdr_custom_length(wsi.raw, key, Int32(key.utf8.count)))
-  guard total >= 0 else { return nil }
-  guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
-  var buffer = [CChar](repeating: 0, count: total + 1)
+  let length = Int(lws_hdr_custom_length(wsi.raw, name, Int32(name.utf8.count)))
+  guard length >= 0 else { return nil }
+  guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
+  var buffer = [CChar](repeating: 0, count: length + 1)
   let copied = lws_hdr_custom_copy(
-    wsi.raw, &buffer, Int32(buffer.count), key, Int32(key.utf8.count))
-  guard copied >= 0, Int(copied) <= total else {
+    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  guard copied >= 0, Int(copied) <= length else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
   return try HeaderError.text(buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }, header: name)
@@ -162,7 +161,7 @@ private func readRequest(
     }
     since = number
   }
-  if transport == .eventStream, let text = try customHeader(wsi, "last-event-id") {
+  if transport == .eventStream, let text = try customHeader(wsi, "last-event-id:") {
     // EventSource sends back the last `id:` it got; a client may also say `since`.
     guard let number = seqValue(text) else {
       throw HeaderError(header: "last-event-id", problem: .notANumber)
@@ -389,7 +388,9 @@ func httpCallback(
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
-    if let path, isEventStreamPath(path), lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0 {
+    if let path, isEventStreamPath(path), lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0,
+      lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    {
       return openEventStream(wsi)
     }
     if path == CountdownServer.originCheckPath,
@@ -458,8 +459,10 @@ private func isEventStreamPath(_ path: String) -> Bool {
 }
 
 /// An event stream: admitted and joined, its headers written, and the HTTP
-/// transaction left open for as long as the client stays.
-private func openEventStream(_ wsi: Wsi) -> Int32 {
+/// transaction left open for as long as the client stays. What
+/// LWS_CALLBACK_HTTP returns for `GET /api/v1/sessions/{id}/events`: the one
+/// call an HTTP router makes for that route.
+func openEventStream(_ wsi: Wsi) -> Int32 {
   let server = server(of: wsi)
   let request: UpgradeRequest
   do throws(HeaderError) {
@@ -475,7 +478,9 @@ private func openEventStream(_ wsi: Wsi) -> Int32 {
     // From here CLOSED_HTTP releases the viewer, whatever happens next.
     setTag(wsi, id + 1)
     let pre = cds_lws_pre()
-    var buffer = [UInt8](repeating: 0, count: pre + 1024)
+    // Room for the security headers and an echoed Origin of up to
+    // `headerByteCap` bytes (any origin passes with `--allow-origin '*'`).
+    var buffer = [UInt8](repeating: 0, count: pre + 1024 + headerByteCap)
     let written = buffer.withUnsafeMutableBufferPointer { memory in
       let start = memory.baseAddress! + pre
       let end = memory.baseAddress! + memory.count - 1

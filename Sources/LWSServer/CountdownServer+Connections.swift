@@ -28,14 +28,8 @@ extension CountdownServer {
     network.accepted += 1
     switch join(wsi, .webSocket, session: session, key: key, since: since, peer: peer, peerID) {
     case .refused(let code):
-      network.refuse(.sessionCap)
-      Logger.shared.info(
-        "upgrade_refused",
-        [
-          "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
-          "peer": LogValue(peer),
-        ])
-      refusals[wsi] = (peerID, code)
+      refusedByHub(code, peer: peer)
+      table.refuse(wsi, peer: peerID, code: code)
       requestWritable(wsi)
       return nil
     case .joined(let id):
@@ -53,12 +47,9 @@ extension CountdownServer {
       session: session, key: key, since: since, peer: peer, now: now,
       viewerOnly: transport == .eventStream)
     guard case .joined(let id) = outcome else { return outcome }
-    let slot = Int(id)
-    if slot >= sockets.count {
-      sockets.append(contentsOf: repeatElement(ViewerSocket(), count: slot - sockets.count + 1))
-    }
-    sockets[slot] = ViewerSocket(
-      wsi: wsi, keepalive: Keepalive(now: now), transport: transport, peer: peerID)
+    table.place(
+      ViewerSocket(wsi: wsi, keepalive: Keepalive(now: now), transport: transport, peer: peerID),
+      at: id)
     flush()
     return outcome
   }
@@ -71,15 +62,15 @@ extension CountdownServer {
   ) -> ChunkOutcome {
     let slot = Int(id)
     heard(id)
-    let buffered = sockets[slot].partialMessage.count
+    let buffered = table.viewers[slot].partialMessage.count
     guard buffered + chunk.count + announcedRemaining <= config.maxMessageBytes else {
-      sockets[slot].partialMessage = []
+      table.viewers[slot].partialMessage = []
       return .close(CloseDirective(.messageTooBig, "message over \(config.maxMessageBytes) bytes"))
     }
-    sockets[slot].partialMessage.append(contentsOf: chunk)
+    table.viewers[slot].partialMessage.append(contentsOf: chunk)
     guard isLast else { return .buffered }
-    let message = sockets[slot].partialMessage
-    sockets[slot].partialMessage = []
+    let message = table.viewers[slot].partialMessage
+    table.viewers[slot].partialMessage = []
     let outcome = hub.receive(message, from: id, now: clock.nowMilliseconds())
     flush()
     if case .close(let directive) = outcome { return .close(directive) }
@@ -88,7 +79,7 @@ extension CountdownServer {
 
   /// Anything arrived: the connection is alive.
   func heard(_ id: ConnectionID) {
-    _ = sockets[Int(id)].keepalive.heard(now: clock.nowMilliseconds())
+    _ = table.viewers[Int(id)].keepalive.heard(now: clock.nowMilliseconds())
   }
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
@@ -98,15 +89,15 @@ extension CountdownServer {
   ) -> WriteOutcome {
     // Read once per frame; a tick's direct writes pass the time they all share.
     let now = now ?? clock.nowMilliseconds()
-    _ = sockets[Int(id)].keepalive.writable()
+    _ = table.viewers[Int(id)].keepalive.writable()
     if stopping { return .close(CloseDirective(.goingAway, "server shutting down")) }
     // One frame per callback. A ping owed by the keepalive sweep waits for
     // what the hub has, so a ping round (19k pings at once) never delays a
     // tick; the hub's backlog is finite (one merged patch, 16 KiB of replies).
     guard writeNextFrame(id, to: wsi, now: now) else { return .fail }
-    if sockets[Int(id)].keepalive.owesPing || hub.hasPending(id) {
+    if table.viewers[Int(id)].keepalive.owesPing || hub.hasPending(id) {
       markWaiting(id, wsi, now: now)
-    } else if sockets[Int(id)].transport == .eventStream {
+    } else if table.viewers[Int(id)].transport == .eventStream {
       streamWritten(wsi, inCallback: !direct)
     }
     return .keepOpen
@@ -115,12 +106,12 @@ extension CountdownServer {
   /// The fan-out's last step: the connection's next frame (or the keepalive
   /// it is owed) in its transport's framing. False: the write failed.
   private func writeNextFrame(_ id: ConnectionID, to wsi: Wsi, now: Int64) -> Bool {
-    switch sockets[Int(id)].transport {
+    switch table.viewers[Int(id)].transport {
     case .webSocket:
       if let frame = hub.nextFrame(for: id, now: now) {
         return write(frame, to: wsi, binary: false)
       }
-      guard sockets[Int(id)].keepalive.nothingElseToWrite() == .ping else { return true }
+      guard table.viewers[Int(id)].keepalive.nothingElseToWrite() == .ping else { return true }
       return writePing(wsi)
     case .eventStream:
       // A reply (an ack, an error) answers a WebSocket message; none is due
@@ -129,34 +120,32 @@ extension CountdownServer {
         guard event.kind != .reply else { continue }
         // The client never speaks: a write is what shows the stream alive,
         // and the keepalive comment is owed after a silence of writes.
-        _ = sockets[Int(id)].keepalive.heard(now: now)
+        _ = table.viewers[Int(id)].keepalive.heard(now: now)
         return writeEvent(
           event.kind == .snapshot ? Self.snapshotEvent : Self.patchEvent, event.frame,
           seq: event.seq, to: wsi)
       }
-      guard sockets[Int(id)].keepalive.nothingElseToWrite() == .ping else { return true }
-      _ = sockets[Int(id)].keepalive.heard(now: now)
+      guard table.viewers[Int(id)].keepalive.nothingElseToWrite() == .ping else { return true }
+      _ = table.viewers[Int(id)].keepalive.heard(now: now)
       return writeEventComment(to: wsi)
     }
   }
 
   /// A refused join: its one error frame, then close 1013 (try again later).
   func writableRefused(_ wsi: Wsi) -> WriteOutcome {
-    guard let (_, code) = refusals[wsi] else { return .fail }
+    guard let code = table.refusal(of: wsi) else { return .fail }
     guard write(hub.refusalFrame(code), to: wsi, binary: false) else { return .fail }
     return .close(CloseDirective(.tryAgainLater, "try again later"))
   }
 
   func closed(_ id: ConnectionID) {
-    let slot = Int(id)
-    releasePeer(sockets[slot].peer)
-    sockets[slot] = ViewerSocket()
+    releasePeer(table.remove(id))
     hub.disconnect(id, now: clock.nowMilliseconds())
     flush()
   }
 
   func closedRefused(_ wsi: Wsi) {
-    guard let (peer, _) = refusals.removeValue(forKey: wsi) else { return }
+    guard let peer = table.removeRefusal(wsi) else { return }
     releasePeer(peer)
   }
 
@@ -167,7 +156,7 @@ extension CountdownServer {
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.
   func markWaiting(_ id: ConnectionID, _ wsi: Wsi, now: Int64) {
-    if sockets[Int(id)].keepalive.waiting(now: now) == .requestWritable {
+    if table.viewers[Int(id)].keepalive.waiting(now: now) == .requestWritable {
       requestWritable(id, wsi)
     }
   }
@@ -188,11 +177,11 @@ extension CountdownServer {
       stuckAfter: webSocket.stuckAfter)
     var ping: [(ConnectionID, Wsi)] = []
     var close: [Wsi] = []
-    for slot in sockets.indices {
-      guard let wsi = sockets[slot].wsi else { continue }
+    for slot in table.viewers.indices {
+      guard let wsi = table.viewers[slot].wsi else { continue }
       // Swept in place: a copy of the slot would retain its buffers.
-      let limits = sockets[slot].transport == .webSocket ? webSocket : eventStream
-      switch sockets[slot].keepalive.swept(now: now, limits: limits) {
+      let limits = table.viewers[slot].transport == .webSocket ? webSocket : eventStream
+      switch table.viewers[slot].keepalive.swept(now: now, limits: limits) {
       case .hangUp: close.append(wsi)
       case .requestWritable, .ping: ping.append((ConnectionID(slot), wsi))
       case .none: break

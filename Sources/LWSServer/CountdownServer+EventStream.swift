@@ -1,5 +1,4 @@
 import CountdownCore
-import Observability
 
 /// How an event-stream request was answered.
 enum EventStreamOpening: Equatable {
@@ -43,13 +42,7 @@ extension CountdownServer {
       return .opened(id)
     case .refused(let code):
       releasePeer(peerID)
-      network.refuse(.sessionCap)
-      Logger.shared.info(
-        "upgrade_refused",
-        [
-          "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
-          "peer": LogValue(request.peer),
-        ])
+      refusedByHub(code, peer: request.peer)
       return .refused(
         status: RefusalCause.sessionCap.status, headers: Self.retryAfter,
         answer: HTTPAnswer(

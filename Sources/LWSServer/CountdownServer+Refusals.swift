@@ -31,6 +31,17 @@ extension CountdownServer {
     Logger.shared.log(.warn, "upgrade_refused", fields: fields)
   }
 
+  /// A join the hub refused just after admission (`too_many_sessions`).
+  func refusedByHub(_ code: ErrorCode, peer: String) {
+    network.refuse(.sessionCap)
+    Logger.shared.info(
+      "upgrade_refused",
+      [
+        "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
+        "peer": LogValue(peer),
+      ])
+  }
+
   /// Origins and hosts are logged (and echoed by the origin check) this far:
   /// any page may send 2 KB of one, while the longest real one, a 253-byte
   /// DNS name with its scheme and port, fits.

@@ -29,13 +29,11 @@ public final class CountdownServer {
   let hub: Hub
   let clock: any WallClock
 
-  /// The socket side of each hub connection, by `ConnectionID`.
-  var sockets: [ViewerSocket] = []
+  /// The socket side of each hub connection, and of refused and closing ones.
+  var table = ConnectionTable()
   /// Who may connect, and how many are open of every kind and per address.
   var admission: Admission
   var openSockets: Int { admission.open }
-  /// Joins the hub refused, waiting to send their error and close.
-  var refusals: [Wsi: (peer: PeerID, code: ErrorCode)] = [:]
   var echo = EchoRoute()
   /// Refusals any client may provoke are logged at most once a second.
   var originLogThrottle = LogThrottle()
@@ -52,8 +50,6 @@ public final class CountdownServer {
   /// Every metric family `/metrics` renders; others register theirs here.
   public let metrics = MetricsRegistry()
   var network = NetworkStats()
-  /// The close code each closing WebSocket sent or received first, as a metrics label.
-  var closeCodes: [Wsi: String] = [:]
   /// Public/404.html, read when the server starts: the body of every 404.
   var notFoundPage: [UInt8]?
   /// The last QR codes drawn for /qr.svg.
@@ -407,8 +403,8 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for slot in sockets.indices {
-      if let wsi = sockets[slot].wsi { requestWritable(ConnectionID(slot), wsi) }
+    for slot in table.viewers.indices {
+      if let wsi = table.viewers[slot].wsi { requestWritable(ConnectionID(slot), wsi) }
     }
     for wsi in echo.sockets { lws_callback_on_writable(wsi.raw) }
     if openSockets == 0 {
@@ -447,11 +443,11 @@ public final class CountdownServer {
   func flush(writingNow: Bool = false) {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      guard let wsi = sockets[Int(connection)].wsi else { return }
+      guard let wsi = table.viewers[Int(connection)].wsi else { return }
       // An event stream is no WebSocket: it has no Close to wait for (and
       // lws_get_close_length would read a WebSocket's state it lacks).
       if writingNow && lws_partial_buffered(wsi.raw) == 0
-        && (sockets[Int(connection)].transport == .eventStream
+        && (table.viewers[Int(connection)].transport == .eventStream
           || lws_get_close_length(wsi.raw) == 0)
       {
         writeNow.append(connection)
@@ -461,7 +457,7 @@ public final class CountdownServer {
     }
     // After the drain: writing asks the hub for each frame.
     for connection in writeNow {
-      guard let wsi = sockets[Int(connection)].wsi else { continue }
+      guard let wsi = table.viewers[Int(connection)].wsi else { continue }
       if writable(wsi, connection: connection, now: now, direct: true) == .fail {
         lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
@@ -476,7 +472,7 @@ public final class CountdownServer {
 
   /// A hub connection's writable request, on either transport.
   func requestWritable(_ id: ConnectionID, _ wsi: Wsi) {
-    if sockets[Int(id)].transport == .eventStream { streamWaits(wsi, toWrite: true) }
+    if table.viewers[Int(id)].transport == .eventStream { streamWaits(wsi, toWrite: true) }
     lws_callback_on_writable(wsi.raw)
   }
 
@@ -486,9 +482,9 @@ public final class CountdownServer {
   /// turn, for good; and once input is switched off (rx flow control) it no
   /// longer serves the connection's writable events either. So input is on
   /// only while a write waits: then a FIN costs one wake-up, not a spin. A
-  /// client that left is found at the stream's next write, whose failure
-  /// (or the reset that answers it) closes it: at the next tick on a running
-  /// session, at the next keepalive comment on a quiet one.
+  /// client that left is found by writing to it: the first write draws the
+  /// peer's reset, the second fails. Two ticks on a running session, two
+  /// keepalive comments on a quiet one.
   func streamWaits(_ wsi: Wsi, toWrite: Bool) {
     lws_rx_flow_control(wsi.raw, toWrite ? 1 : 0)
   }

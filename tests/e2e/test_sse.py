@@ -158,6 +158,24 @@ def silent_stream(srv, path: str) -> socket.socket:
     return sock
 
 
+def read_silent(sock: socket.socket, seq: int, timeout: float = 10.0) -> list[dict]:
+    """What a silent stream finally reads: every event, until one reaches `seq`."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:100]
+    parser = EventParser()
+    frames = [check_event(e) for e in parser.feed(rest)]
+    while not frames or frames[-1]["seq"] < seq:
+        chunk = sock.recv(65536)
+        assert chunk, "the stream ended"
+        frames += [check_event(e) for e in parser.feed(chunk)]
+    return frames
+
+
 @pytest.fixture(scope="module")
 def srv():
     s = start_server()
@@ -314,40 +332,63 @@ async def test_bad_session_ids_and_methods_are_refused(srv):
     conn.close()
 
 
+async def adjust_burst(v: Client, count: int = 50) -> None:
+    """`count` adjusts (a patch each for every viewer), their acks awaited."""
+    for i in range(count):
+        await v.send({"op": "adjust", "seconds": 1 if i % 2 else -1})
+    replies = 0
+    while replies < count:
+        msg = await v.recv()
+        if msg["type"] in ("ack", "error"):
+            assert msg["type"] == "ack", msg
+            replies += 1
+
+
 @run_async
-async def test_a_non_reading_stream_keeps_server_memory_bounded():
+async def test_a_non_reading_stream_is_merged_and_keeps_server_memory_bounded():
     """A client with the smallest receive buffer that never reads its stream, not even the
-    headers, while its session ticks and takes hundreds of commands (a patch each): what it
-    is owed piles up in the kernel's socket queue, the server's RSS grows by less than 2 MB
-    (one merged frame at most is held for it), and a reading viewer keeps every tick."""
-    s = start_server("--max-commands-per-second", "2000")
+    headers, while its session ticks and takes thousands of commands (a patch each): once
+    the kernel's socket queue holds all it will (about a megabyte on loopback), the server
+    holds at most one merged frame for it, so its RSS grows by less than 2 MB from there
+    while a reading viewer keeps every tick. Read at last, the stream's tail is merged
+    patches (seq jumps, one event each) that replay to the reading viewer's state."""
+    s = start_server("--max-commands-per-second", "100000", "--data", ":memory:")
     try:
         session = sid()
         v = await Client.connect(s.ws_url(session))
         stuck = silent_stream(s, EVENTS.format(session))
         await v.wait_viewers(2)
         await v.command({"op": "start", "seconds": 600})
-        rss_before = rss_kb(s.proc.pid)
         port = stuck.getsockname()[1]
-        # Each adjust is a patch for both viewers. Each batch's acks are awaited, so the
-        # burst stays under the rate limit.
-        replies = 0
-        for batch in range(1, 11):
-            for i in range(50):
-                await v.send({"op": "adjust", "seconds": 1 if i % 2 else -1})
-            while replies < 50 * batch:
-                msg = await v.recv()
-                if msg["type"] in ("ack", "error"):
-                    assert msg["type"] == "ack", msg
-                    replies += 1
-        entry = tcp_table(s.port).get(port)
-        assert entry is not None and entry[0] == TCP_ESTABLISHED, entry
-        assert entry[1] > 32 * 1024, f"only {entry[1]} bytes queued for the silent stream"
+        # Until the queue to it stops growing: the kernel takes no more.
+        queued, stable, deadline = 0, 0, time.monotonic() + 40
+        while stable < 3:
+            assert time.monotonic() < deadline, f"the silent stream's socket never filled: {queued} bytes"
+            for _ in range(20):
+                await adjust_burst(v)
+            now_queued = tcp_table(s.port)[port][1]
+            stable = stable + 1 if now_queued <= queued + 1024 and now_queued > 256 * 1024 else 0
+            queued = max(queued, now_queued)
+        rss_before = rss_kb(s.proc.pid)
+        for _ in range(100):
+            await adjust_burst(v)
         growth = rss_kb(s.proc.pid) - rss_before
-        assert growth < 2048, f"RSS grew by {growth} kB while a stream did not read"
+        assert growth < 2048, f"RSS grew by {growth} kB for 5000 patches a stream did not read"
         before = v.state["remaining"]
         await v.wait_state(lambda st: st["remaining"] <= before - 2, timeout=4, what="two more ticks")
         assert v.state["viewers"] == 2
+        target = v.seq
+        frames = await asyncio.to_thread(read_silent, stuck, target)
+        assert frames[0]["type"] == "snapshot"
+        jumps = [b["seq"] - a["seq"] for a, b in zip(frames, frames[1:])]
+        assert max(jumps) > 100, f"no merged patch: largest step {max(jumps)}"
+        state = frames[0]["state"]
+        for f in frames[1:]:
+            state = merge_patch(state, f["patch"])
+        last = frames[-1]["seq"]
+        assert last >= target
+        await v.wait_seq(last, timeout=3)
+        assert norm_state(state) == v.history[last], "the merged stream ends where the viewer is"
         stuck.close()
         await v.close()
     finally:
@@ -451,5 +492,85 @@ async def test_key_mode_stream_is_a_viewer_and_leaves_control_to_the_page():
             await c.close()
         stream.close()
         second.close()
+    finally:
+        s.stop_and_check()
+
+
+@run_async
+async def test_origin_decides_streams_as_upgrades():
+    """A foreign Origin gets 403, a listed one its stream with access-control-allow-origin
+    naming it (so a page there may read it), and with --allow-origin '*' even a 2 KB
+    origin gets its headers whole."""
+    s = start_server("--allow-origin", "https://ok.test")
+    try:
+        foreign = await Stream.open(s, EVENTS.format(sid()), {"Origin": "https://evil.test"})
+        assert foreign.status == 403
+        foreign.close()
+        listed = await Stream.open(s, EVENTS.format(sid()), {"Origin": "https://ok.test"})
+        assert listed.status == 200 and listed.headers.get("access-control-allow-origin") == "https://ok.test"
+        assert (await listed.next())["type"] == "snapshot"
+        listed.close()
+    finally:
+        s.stop_and_check()
+    s = start_server("--allow-origin", "*")
+    try:
+        origin = "https://" + "a" * 2000 + ".test"
+        long_ = await Stream.open(s, EVENTS.format(sid()), {"Origin": origin})
+        assert long_.status == 200 and long_.headers.get("access-control-allow-origin") == origin
+        assert (await long_.next())["type"] == "snapshot"
+        long_.close()
+    finally:
+        s.stop_and_check()
+
+
+@run_async
+async def test_stream_on_another_cluster_instance_follows_and_resumes():
+    """Two instances on one Redis: a stream on B follows a run started on A, counts in the
+    cluster-wide viewers, and a reconnect to A with B's Last-Event-ID gets a snapshot at
+    least that far, as a WebSocket moving between instances does."""
+    from test_cluster import Redis
+
+    redis = Redis()
+    servers = [start_server("--redis", redis.url) for _ in range(2)]
+    try:
+        a, b = servers
+        session = sid()
+        va = await Client.connect(a.ws_url(session))
+        stream = await Stream.open(b, EVENTS.format(session))
+        await stream.next()
+        await va.wait_viewers(2, timeout=5)
+        await va.command({"op": "start", "seconds": 30})
+        await stream.until(lambda st: st["phase"] == "running", what="the run, on B's stream")
+        assert stream.state["endsAt"] == va.state["endsAt"]
+        seen = stream.frames[-1]["seq"]
+        stream.close()
+        moved = await Stream.open(a, EVENTS.format(session), {"Last-Event-ID": str(seen)})
+        snap = await moved.next()
+        assert snap["seq"] >= seen and snap["epoch"] == va.snapshot["epoch"]
+        assert snap["state"]["endsAt"] == va.state["endsAt"]
+        moved.close()
+        await va.close()
+    finally:
+        for s in servers:
+            s.stop_and_check()
+        redis.stop()
+
+
+@run_async
+async def test_a_stream_the_hub_refuses_gets_503_with_the_error_object():
+    """Past --max-sessions, a stream to a new session is refused by the hub: 503, the
+    WebSocket's error object as the body, Retry-After; the budget it took is given back."""
+    s = start_server("--max-sessions", "1", "--max-connections", "2")
+    try:
+        first = await Stream.open(s, EVENTS.format(sid()))
+        await first.next()
+        for _ in range(3):  # each refusal gives its place back, or the third would be 503 total_cap
+            refused = await Stream.open(s, EVENTS.format(sid()))
+            assert refused.status == 503 and refused.headers.get("retry-after") == "5"
+            body = await asyncio.wait_for(refused.reader.read(), 5)
+            error = strict_loads(body.decode())
+            assert error["type"] == "error" and error["code"] == "too_many_sessions", error
+            refused.close()
+        first.close()
     finally:
         s.stop_and_check()
