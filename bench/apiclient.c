@@ -25,7 +25,6 @@
  */
 #define _GNU_SOURCE
 #include "ev_client.h"
-#include <arpa/inet.h>
 
 #define RESPONSE_MAX 16384
 #define QUEUE_MAX 64
@@ -189,7 +188,8 @@ static void answer(struct conn *c, int status, const char *body, size_t body_len
 		acks_ok++;
 	else
 		note_error(body, body_len, status);
-	c->next_op ^= 1;
+	if (status == 200)
+		c->next_op ^= 1; /* a refused command left the session as it was */
 	if (c->len > end)
 		protocol_errors++;
 	c->len = 0;
@@ -394,7 +394,6 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
 		if (0) {
 		}
 		else if (!strcmp(a, "--host") && v) { host = v; i++; }
@@ -413,13 +412,10 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!port || n_conns < 1 || rate < 1 || run_seconds < 1 || src_last < src_first ||
-	    src_last - src_first >= 255 || (token && strlen(token) > 256))
+	if (!port || n_conns < 1 || rate < 1 || run_seconds < 1 || !sources_valid() ||
+	    (token && strlen(token) > 256))
 		usage();
-	memset(&server_addr, 0, sizeof(server_addr));
-	server_addr.sin_family = AF_INET;
-	server_addr.sin_port = htons((unsigned short)port);
-	if (inet_pton(AF_INET, host, &server_addr.sin_addr) != 1)
+	if (!server_address(&server_addr, host, port))
 		usage();
 	conns = calloc((size_t)n_conns, sizeof(*conns));
 	if (!conns) {

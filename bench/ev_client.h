@@ -8,6 +8,7 @@
 #define BENCH_EV_CLIENT_H
 
 #include "measure.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
@@ -26,6 +27,15 @@ VT_FN int open_socket(const struct sockaddr_in *to)
 		return -1;
 	}
 	return fd;
+}
+
+/* The server's address from --host (an IPv4 literal) and --port; 0 if --host is not one. */
+VT_FN int server_address(struct sockaddr_in *out, const char *host, int port)
+{
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	out->sin_port = htons((unsigned short)port);
+	return inet_pton(AF_INET, host, &out->sin_addr) == 1;
 }
 
 /* How the connect of a socket that became writable ended: 0, or its errno. */

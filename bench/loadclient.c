@@ -366,7 +366,6 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
 		if (!strcmp(a, "--no-start"))
 			no_start = 1;
 		else if (!strcmp(a, "--hold"))
@@ -395,8 +394,7 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!port || n_conns < 1 || n_ticks < 1 || n_ticks >= seconds || src_last < src_first ||
-	    src_last - src_first >= 255)
+	if (!viewer_options_valid(port))
 		usage();
 	if (!total)
 		total = offset + n_conns;

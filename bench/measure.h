@@ -128,6 +128,15 @@ VT_FN const char *find_key(const char *text, size_t len, const char *key, size_t
  */
 static int src_next, src_first = 2, src_last = 9;
 
+/* --src-first and --src-last name a range of 127.0.0.x. */
+VT_FN int sources_valid(void)
+{
+	return src_first <= src_last && src_last - src_first < 255;
+}
+
+/* One numeric option in a client's `else if` chain over argv (a, its value v, index i). */
+#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
+
 VT_FN void bind_next_source(int fd)
 {
 	struct sockaddr_in local;

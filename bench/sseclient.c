@@ -36,7 +36,6 @@
 #define _GNU_SOURCE
 #include "viewer_ticks.h"
 #include "ev_client.h"
-#include <arpa/inet.h>
 
 #define LINE_MAX_BYTES 2048
 #define DATA_MAX_BYTES 2048
@@ -615,7 +614,6 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
 		if (!strcmp(a, "--no-start"))
 			no_start = 1;
 		else if (!strcmp(a, "--hold"))
@@ -636,17 +634,13 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!port || n_conns < 1 || n_ticks < 1 || n_ticks >= seconds || src_last < src_first ||
-	    src_last - src_first >= 255)
+	if (!viewer_options_valid(port))
 		usage();
 	if (!total)
 		total = offset + n_conns;
 	/* The process holding viewer 0 starts the countdown, as loadclient's viewer 0 does. */
 	use_starter = !no_start && offset == 0;
-	memset(&server_addr, 0, sizeof(server_addr));
-	server_addr.sin_family = AF_INET;
-	server_addr.sin_port = htons((unsigned short)port);
-	if (inet_pton(AF_INET, host, &server_addr.sin_addr) != 1)
+	if (!server_address(&server_addr, host, port))
 		usage();
 	request_len = snprintf(request, sizeof(request),
 			       "GET /api/v1/sessions/%s-0/events HTTP/1.1\r\nHost: %s:%d\r\n"

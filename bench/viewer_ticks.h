@@ -201,6 +201,12 @@ VT_FN void viewer_gone(struct viewer *v)
 	}
 }
 
+/* The viewer options every viewer client takes make sense together. */
+VT_FN int viewer_options_valid(int port)
+{
+	return port && n_conns >= 1 && n_ticks >= 1 && n_ticks < seconds && sources_valid();
+}
+
 /* Whatever a viewer had not received by the end (closed, failed, or too late): missed. */
 VT_FN long long viewer_unreceived(const struct viewer *c)
 {
