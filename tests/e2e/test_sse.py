@@ -574,3 +574,22 @@ async def test_a_stream_the_hub_refuses_gets_503_with_the_error_object():
         first.close()
     finally:
         s.stop_and_check()
+
+
+@run_async
+async def test_a_stream_follows_a_wait_to_its_outcome(srv):
+    """A CI job's wait, followed by curl's kind of client: the stream shows the shared
+    spinner with the wait's label and startedAt, then the outcome the job reports."""
+    session = sid()
+    v = await Client.connect(srv.ws_url(session))
+    stream = await Stream.open(srv, EVENTS.format(session))
+    await stream.next()
+    await v.command({"op": "wait", "label": "Deploying", "timeoutSeconds": 900})
+    st = await stream.until(lambda st: st["phase"] == "waiting", what="the wait")
+    assert st["spinner"] is True and st["label"] == "Deploying" and isinstance(st["startedAt"], int)
+    assert isinstance(st["timeoutAt"], int) and st["timeoutAt"] > st["startedAt"]
+    await v.command({"op": "done", "label": "Deployed"})
+    st = await stream.until(lambda st: st["phase"] == "finished", what="the outcome")
+    assert st["outcome"] == "done" and st["label"] == "Deployed" and st["spinner"] is False
+    stream.close()
+    await v.close()
