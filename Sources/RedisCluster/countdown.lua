@@ -100,8 +100,6 @@ local function parse(f)
   if not r.revision then return nil, 'revision out of range' end
   if r.label ~= nil and not is_label(r.label) then return nil, 'label is not text' end
   if r.waitLabel ~= nil and not is_label(r.waitLabel) then return nil, 'waitLabel is not text' end
-  -- A finished hash that countdown_v3 wrote has no outcome: its run elapsed.
-  if r.phase == 'finished' and r.outcome == nil then r.outcome = 'elapsed' end
   if r.outcome ~= nil and not OUTCOMES[r.outcome] then return nil, 'unknown outcome' end
   if f.startedAt ~= nil then
     r.startedAt = integer(f.startedAt, 0, EPOCH_MAX)
@@ -153,6 +151,8 @@ local function read(key)
   if #h == 0 then return nil end
   local f = {}
   for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+  -- A finished hash that countdown_v2 wrote has no outcome: its run elapsed.
+  if f.phase == 'finished' and f.outcome == nil then f.outcome = 'elapsed' end
   local r, why = parse(f)
   return r, why, f
 end
@@ -297,20 +297,20 @@ function RULES.wait(r, a, b, label, at)
   r.label = timeoutLabel
 end
 
-local function end_waiting(outcome)
-  return function(r, a, b, label)
-    if r.phase ~= 'waiting' then return 'not_waiting' end
-    local finished = label_operand(label)
-    if finished == false then return 'bad_request' end
-    r.phase = 'finished'
-    r.outcome = outcome
-    r.label = finished
-    end_wait(r)
-  end
+-- done and fail: a wait ends with this outcome, and the label (if any) shown.
+local function end_waiting(r, label, outcome)
+  if r.phase ~= 'waiting' then return 'not_waiting' end
+  local finished = label_operand(label)
+  if finished == false then return 'bad_request' end
+  r.phase = 'finished'
+  r.outcome = outcome
+  r.label = finished
+  end_wait(r)
 end
 
-RULES.done = end_waiting('done')
-RULES.fail = end_waiting('failed')
+function RULES.done(r, a, b, label) return end_waiting(r, label, 'done') end
+
+function RULES.fail(r, a, b, label) return end_waiting(r, label, 'failed') end
 
 -- SessionRecord.applying: nil on success (r is changed), else the error code.
 local function apply(r, op, a, b, label, at)

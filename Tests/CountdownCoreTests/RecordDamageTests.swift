@@ -64,7 +64,7 @@ import Testing
     let records = [
       SessionRecord(.running(endsAt: t0 + 5000), duration: 5, seq: 3, revision: 2, updatedAt: t0),
       SessionRecord(.paused(remainingMs: 1500), duration: 9, finishedLabel: "x", updatedAt: t0),
-      SessionRecord(.finished, duration: 60, finishedLabel: "bye", revision: 9, updatedAt: t0),
+      SessionRecord(.finished(.elapsed), duration: 60, finishedLabel: "bye", revision: 9, updatedAt: t0),
       SessionRecord(.idle, finishedLabel: "kept", updatedAt: t0),
     ]
     for record in records {

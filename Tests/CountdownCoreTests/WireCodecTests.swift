@@ -112,7 +112,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
   }
 
-  /// The snapshot carries every field, endsAt and remainingMs as null when idle.
+  /// The snapshot carries every field, the times and the outcome as null when idle.
   @Test func encodesSnapshot() {
     let state = CountdownState(
       phase: .idle, spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0,
@@ -121,7 +121,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
       text(
         WireCodec.snapshot(
           session: "team-a", epoch: "00ff", seq: 3, serverTime: 1234, state: state))
-        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false}}"#
+        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
     )
   }
 
