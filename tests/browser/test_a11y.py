@@ -125,3 +125,74 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     assert len(audited) == 13, audited
     assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
         f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())
+
+
+@pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
+def test_axe_finds_no_violations_while_waiting_and_in_each_outcome(key_server, pool, session_id, lang, scheme):
+    """axe-core reports no WCAG 2.1 A/AA or best-practice violation while a wait lasts
+    (the controller's page with Done, Fail and Cancel, its "Mark it done for everyone?"
+    question, and the view-only page) nor once it has finished as done, failed (with a
+    text of the job's own, so the outcome's word shows beside it) and timed out, on both
+    pages; in English and Traditional Chinese, and in dark mode, whose outcome colours
+    differ. Proves the audit ran: each run checked rules, and each state was reached."""
+    a, b = pool(0), pool(1)
+    for d in (a, b):
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                          {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    found: dict[str, list] = {}
+    audited: list[str] = []
+
+    def audit(d, state: str) -> None:
+        r = pk.axe_audit(d)
+        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
+        audited.append(state)
+        if r["violations"]:
+            found[state] = r["violations"]
+
+    def outcome(d) -> str:
+        return d.execute_script("return document.documentElement.dataset.outcome || ''")
+
+    url = pk.page_url(key_server, session_id, lang=lang)
+    open_with_role(a, url, "controller")
+    open_with_role(b, url, "viewer")
+    key = a.execute_script(f"return sessionStorage.getItem('countdown.key.{session_id}')")
+    obs = pk.Observer(key_server.ws_url(session_id))
+    try:
+        assert obs.command("auth", key=key)["type"] == "ack"
+
+        def wait_on_both(**fields) -> None:
+            assert obs.command("wait", **fields)["type"] == "ack"
+            for d in (a, b):
+                pk.wait(d, 3, lambda d: phase(d) == "waiting" and pk.read(d)["busy"] == "true", "waiting")
+
+        wait_on_both(label="Deploying")
+        audit(a, "waiting")
+        audit(b, "view-only, waiting")
+        pk.click(a, "done")
+        pk.wait(a, 2, lambda d: d.find_element("id", "confirm-no").is_displayed(), "the question")
+        audit(a, "waiting, Mark it done for everyone?")
+        pk.click(a, "confirm-yes")
+        for d in (a, b):
+            pk.wait(d, 3, lambda d: outcome(d) == "done", "done")
+        audit(a, "done")
+        audit(b, "view-only, done")
+
+        wait_on_both()
+        assert obs.command("fail", label="Deploy failed")["type"] == "ack"
+        for d in (a, b):
+            pk.wait(d, 3, lambda d: outcome(d) == "failed", "failed")
+            assert d.find_element("id", "outcome").is_displayed(), "the outcome's word beside the job's text"
+        audit(a, "failed")
+        audit(b, "view-only, failed")
+
+        wait_on_both(timeoutSeconds=1)
+        for d in (a, b):
+            pk.wait(d, 5, lambda d: outcome(d) == "timeout", "timed out")
+        audit(a, "timed out")
+        audit(b, "view-only, timed out")
+    finally:
+        obs.close()
+
+    assert len(audited) == 9, audited
+    assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
+        f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())
