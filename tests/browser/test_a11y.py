@@ -35,6 +35,32 @@ def phase(driver) -> str:
     return driver.execute_script("return document.documentElement.dataset.phase || ''")
 
 
+class Audit:
+    """Runs axe-core in each state it is called for (in the colour scheme asked, set on
+    every browser given), and keeps the violations found, to report them all at once."""
+
+    def __init__(self, scheme: str, *drivers):
+        self.scheme = scheme
+        for d in drivers:
+            d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                              {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        self.found: dict[str, list] = {}
+        self.audited: list[str] = []
+
+    def __call__(self, d, state: str) -> None:
+        r = pk.axe_audit(d)
+        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
+        self.audited.append(state)
+        if r["violations"]:
+            self.found[state] = r["violations"]
+
+    def check(self, states: int, lang: str) -> None:
+        """Every one of `states` states was audited, and none had a violation."""
+        assert len(self.audited) == states, self.audited
+        assert not self.found, f"axe violations ({lang}, {self.scheme}):\n" + "\n".join(
+            f"[{state}]\n{pk.format_violations(v)}" for state, v in self.found.items())
+
+
 @pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
 def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang, scheme):
     """axe-core reports no WCAG 2.1 A/AA or best-practice violation on the controller's
@@ -48,18 +74,7 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     from selenium.webdriver.support.ui import Select
 
     a, b = pool(0), pool(1)
-    for d in (a, b):
-        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
-                          {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    found: dict[str, list] = {}
-    audited: list[str] = []
-
-    def audit(d, state: str) -> None:
-        r = pk.axe_audit(d)
-        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
-        audited.append(state)
-        if r["violations"]:
-            found[state] = r["violations"]
+    audit = Audit(scheme, a, b)
 
     url = pk.page_url(key_server, session_id, lang=lang)
     open_with_role(a, url, "controller")
@@ -122,9 +137,7 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.wait(a, 5, lambda d: phase(d) == "finished" and not pk.read(d)["disabled"], "finished")
     audit(a, "finished")
 
-    assert len(audited) == 13, audited
-    assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
-        f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())
+    audit.check(13, lang)
 
 
 @pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
@@ -136,18 +149,7 @@ def test_axe_finds_no_violations_while_waiting_and_in_each_outcome(key_server, p
     pages; in English and Traditional Chinese, and in dark mode, whose outcome colours
     differ. Proves the audit ran: each run checked rules, and each state was reached."""
     a, b = pool(0), pool(1)
-    for d in (a, b):
-        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
-                          {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    found: dict[str, list] = {}
-    audited: list[str] = []
-
-    def audit(d, state: str) -> None:
-        r = pk.axe_audit(d)
-        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
-        audited.append(state)
-        if r["violations"]:
-            found[state] = r["violations"]
+    audit = Audit(scheme, a, b)
 
     def outcome(d) -> str:
         return d.execute_script("return document.documentElement.dataset.outcome || ''")
@@ -193,6 +195,4 @@ def test_axe_finds_no_violations_while_waiting_and_in_each_outcome(key_server, p
     finally:
         obs.close()
 
-    assert len(audited) == 9, audited
-    assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
-        f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())
+    audit.check(9, lang)

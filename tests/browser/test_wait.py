@@ -20,7 +20,7 @@ import time
 import pytest
 
 import pagekit as pk
-from serverproc import start_server
+from test_a11y import key_server, open_with_role  # noqa: F401 - key_server is a fixture
 from test_host import focused, hold_enter, keys, tab_to, wait_focus
 from test_page import DOCS_DIR, DOCS_SIZE, UPDATE_DOCS
 
@@ -341,21 +341,6 @@ def test_keyboard_cannot_end_a_wait_by_accident(server, pool, session_id):
 
 
 # 6 ---------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def key_server():
-    """A server run with --control key, for this file."""
-    srv = start_server("--control", "key")
-    yield srv
-    srv.stop_and_check()
-
-
-def open_as(driver, url: str, role: str) -> None:
-    driver.get(url)
-    pk.wait(driver, 8, lambda d: d.execute_script(
-        "return document.documentElement.classList.contains('state-live')"
-        " && document.documentElement.dataset.role === arguments[0]", role), f"the page to be live as {role}")
-
-
 def held_key(driver) -> str:
     key = driver.execute_script(
         "return sessionStorage.getItem('countdown.key.' + new URLSearchParams(location.search).get('session'))")
@@ -372,8 +357,8 @@ def test_viewer_sees_the_spinner_and_no_controls(key_server, pool, session_id, l
     a, b = pool(0), pool(1)
     w = WORDS[lang]
     url = pk.page_url(key_server, session_id, lang=lang)
-    open_as(a, url, "controller")
-    open_as(b, url, "viewer")
+    open_with_role(a, url, "controller")
+    open_with_role(b, url, "viewer")
     obs = pk.Observer(key_server.ws_url(session_id))
     try:
         assert obs.command("wait")["code"] == "forbidden", "a viewer may not start a wait"
