@@ -656,7 +656,7 @@ public final class Hub {
 
   static func explain(_ code: ErrorCode) -> String {
     switch code {
-    case .busy: "a countdown is already running in this session"
+    case .busy: "this session is already counting down or waiting"
     case .notRunning: "no countdown is running in this session"
     case .notPaused: "the countdown in this session is not paused"
     case .notWaiting: "nothing is waiting in this session"

@@ -114,7 +114,11 @@ extension SessionRecord {
       next.finishedLabel = timeoutLabel
     case (.done(let label), .waiting), (.fail(let label), .waiting):
       if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
-      if case .done = command { next.status = .finished(.done) } else { next.status = .finished(.failed) }
+      if case .done = command {
+        next.status = .finished(.done)
+      } else {
+        next.status = .finished(.failed)
+      }
       next.waitLabel = nil
       next.finishedLabel = label
     case (.done, .idle), (.done, .running), (.done, .paused), (.done, .finished),

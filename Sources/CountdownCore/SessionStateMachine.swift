@@ -30,8 +30,23 @@ public struct SessionStateMachine: Sendable {
     case idle
     case running(endsAt: Int64, finishedLabel: String?)
     case paused(remainingMs: Int64, finishedLabel: String?)
-    case waiting(startedAt: Int64, timeoutAt: Int64?, label: String?, timeoutLabel: String?)
+    /// The rest of a wait is boxed: waits are few, and the box keeps every
+    /// session's state no larger than a run's.
+    case waiting(startedAt: Int64, Wait)
     case finished(label: String?, outcome: Outcome)
+  }
+
+  /// A wait's timeout and labels, shared by the copies of one state.
+  final class Wait: Sendable {
+    let timeoutAt: Int64?
+    let label: String?
+    let timeoutLabel: String?
+
+    init(timeoutAt: Int64?, label: String?, timeoutLabel: String?) {
+      self.timeoutAt = timeoutAt
+      self.label = label
+      self.timeoutLabel = timeoutLabel
+    }
   }
 
   /// How many recent patches' field sets are kept to merge a lagging viewer's
@@ -135,9 +150,11 @@ public struct SessionStateMachine: Sendable {
       (status, label) = (.running(endsAt: endsAt), finishedLabel)
     case .paused(let remainingMs, let finishedLabel):
       (status, label) = (.paused(remainingMs: remainingMs), finishedLabel)
-    case .waiting(let startedAt, let timeoutAt, let shown, let timeoutLabel):
-      (status, label) = (.waiting(startedAt: startedAt, timeoutAt: timeoutAt), timeoutLabel)
-      waitLabel = shown
+    case .waiting(let startedAt, let wait):
+      (status, label) = (
+        .waiting(startedAt: startedAt, timeoutAt: wait.timeoutAt), wait.timeoutLabel
+      )
+      waitLabel = wait.label
     case .finished(let finishedLabel, let outcome):
       (status, label) = (.finished(outcome), finishedLabel)
     }
@@ -162,11 +179,11 @@ public struct SessionStateMachine: Sendable {
         phase: .paused, spinner: false, enabled: true, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
         viewers: Int(publishedViewers), stale: stale)
-    case .waiting(let startedAt, let timeoutAt, let label, _):
+    case .waiting(let startedAt, let wait):
       return CountdownState(
-        phase: .waiting, spinner: true, enabled: false, label: label ?? settings.waitingLabel,
+        phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
         remaining: 0, duration: 0, endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
-        stale: stale, startedAt: startedAt, timeoutAt: timeoutAt)
+        stale: stale, startedAt: startedAt, timeoutAt: wait.timeoutAt)
     case .finished(let label, let outcome):
       var state = settled(.finished, label: label ?? settings.finishedLabel(for: outcome))
       state.outcome = outcome
@@ -225,8 +242,8 @@ public struct SessionStateMachine: Sendable {
       remaining = 0
     case .waiting(let startedAt, let timeoutAt):
       state = .waiting(
-        startedAt: startedAt, timeoutAt: timeoutAt, label: record.waitLabel,
-        timeoutLabel: record.finishedLabel)
+        startedAt: startedAt,
+        Wait(timeoutAt: timeoutAt, label: record.waitLabel, timeoutLabel: record.finishedLabel))
       remaining = 0
     case .finished(let outcome):
       state = .finished(label: record.finishedLabel, outcome: outcome)
@@ -272,10 +289,10 @@ public struct SessionStateMachine: Sendable {
         changed = next != remaining
         remaining = next
       }
-    case .waiting(_, let timeoutAt?, _, let timeoutLabel) where timeoutAt <= now:
+    case .waiting(_, let wait) where wait.timeoutAt.map { $0 <= now } == true:
       // The record's own settling, so every instance (and a restart) that
       // holds this timeoutAt finishes the wait alike.
-      finish(label: timeoutLabel, outcome: .timeout, now: now)
+      finish(label: wait.timeoutLabel, outcome: .timeout, now: now)
       changed = true
     case .idle, .paused, .waiting, .finished:
       break
@@ -340,7 +357,7 @@ public struct SessionStateMachine: Sendable {
 
   /// When the next tick (or the finish) of a run is due, or a wait's timeout.
   public var nextTickDue: Int64? {
-    if case .waiting(_, let timeoutAt, _, _) = state { return timeoutAt }
+    if case .waiting(_, let wait) = state { return wait.timeoutAt }
     guard case .running(let endsAt, _) = state else { return nil }
     let (due, overflow) = endsAt.subtractingReportingOverflow(Int64(remaining - 1) * 1000)
     return overflow ? endsAt : due

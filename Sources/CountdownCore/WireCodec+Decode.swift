@@ -141,10 +141,12 @@ extension WireCodec {
       case (.success(let first), .success(let second)): (waitLabel, timeoutLabel) = (first, second)
       }
       return .success(
-        .command(.wait(label: waitLabel, timeoutSeconds: timeoutSeconds, timeoutLabel: timeoutLabel)))
+        .command(
+          .wait(label: waitLabel, timeoutSeconds: timeoutSeconds, timeoutLabel: timeoutLabel)))
     case .done, .fail:
       switch label("label", in: fields) {
-      case .success(let label): return .success(.command(op == .done ? .done(label: label) : .fail(label: label)))
+      case .success(let label):
+        return .success(.command(op == .done ? .done(label: label) : .fail(label: label)))
       case .failure(let failure): return .failure(failure)
       }
     }

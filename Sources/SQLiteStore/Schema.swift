@@ -14,7 +14,9 @@
 /// - Version 4: the waiting phase. `sessions` is rebuilt, since its phase
 ///   CHECK must take `waiting`, with `started_at`, `timeout_at`, `wait_label`
 ///   and `outcome` (every finished row of an older file elapsed: a countdown
-///   ran out), and `damaged_sessions` gets the same columns.
+///   ran out), and `damaged_sessions` gets the same columns. A row whose
+///   phase the old CHECK would not have let in (one written with the check
+///   off) cannot be copied, so it is set aside there, as start-up would.
 enum Schema {
   /// The newest version this build reads and writes.
   static let version: Int64 = 4
@@ -64,17 +66,22 @@ enum Schema {
       wait_label TEXT,
       outcome TEXT
     ) WITHOUT ROWID;
-    INSERT INTO sessions_v4 (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
-                             revision, updated_at, key_hash, outcome)
-      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, key_hash, CASE WHEN phase = 'finished' THEN 'elapsed' END
-      FROM sessions;
-    DROP TABLE sessions;
-    ALTER TABLE sessions_v4 RENAME TO sessions;
     ALTER TABLE damaged_sessions ADD COLUMN started_at;
     ALTER TABLE damaged_sessions ADD COLUMN timeout_at;
     ALTER TABLE damaged_sessions ADD COLUMN wait_label;
     ALTER TABLE damaged_sessions ADD COLUMN outcome;
+    INSERT INTO sessions_v4 (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
+                             revision, updated_at, key_hash, outcome)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, CASE WHEN phase = 'finished' THEN 'elapsed' END
+      FROM sessions WHERE phase IN ('idle', 'running', 'paused', 'finished');
+    INSERT INTO damaged_sessions (id, phase, duration, ends_at, remaining_ms, finished_label,
+                                  seq, revision, updated_at, key_hash, reason, set_aside_at)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, 'unknown phase', CAST(strftime('%s', 'now') AS INTEGER) * 1000
+      FROM sessions WHERE phase IS NULL OR phase NOT IN ('idle', 'running', 'paused', 'finished');
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v4 RENAME TO sessions;
     """,
   ]
 

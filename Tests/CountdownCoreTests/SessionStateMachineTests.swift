@@ -194,7 +194,9 @@ func broadcastPatch(
     #expect(machine.changes(since: 2) == [.label, .remaining])
     _ = machine.advance(now: t0 + 3000)  // seq 4: finish
     #expect(
-      machine.changes(since: 1) == [.phase, .spinner, .enabled, .label, .remaining, .endsAt, .outcome])
+      machine.changes(since: 1) == [
+        .phase, .spinner, .enabled, .label, .remaining, .endsAt, .outcome,
+      ])
     #expect(machine.changes(since: 0).contains(.duration))
     #expect(machine.changes(since: 4) == [])
   }

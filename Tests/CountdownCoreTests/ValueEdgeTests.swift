@@ -91,7 +91,8 @@ import Testing
   /// Each label field of wait, done and fail refuses what finishedLabel does:
   /// empty, 65 characters, 4 KB, NUL and other control characters, and non-strings.
   @Test(arguments: [
-    #""""#, "\"\(String(repeating: "x", count: 65))\"", "\"\(String(repeating: "x", count: 4000))\"",
+    #""""#, "\"\(String(repeating: "x", count: 65))\"",
+    "\"\(String(repeating: "x", count: 4000))\"",
     #""a\u0000b""#, #""tab\there""#, #""\u007f""#, "5", "null", "[]", "{}", "true",
   ])
   func waitLabelEdges(_ literal: String) {

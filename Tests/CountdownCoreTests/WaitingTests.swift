@@ -187,7 +187,9 @@ import Testing
       record.applying(.done(label: String(repeating: "é", count: 65)), at: t0)
         == .failure(.badRequest))
     #expect(record.applying(.fail(label: "\u{7F}"), at: t0) == .failure(.badRequest))
-    #expect(try record.applying(.fail(label: String(repeating: "é", count: 64)), at: t0).get().outcome == .failed)
+    #expect(
+      try record.applying(.fail(label: String(repeating: "é", count: 64)), at: t0).get().outcome
+        == .failed)
   }
 
   /// A restart before the timeout brings the wait back, to time out at the original timeoutAt.

@@ -81,10 +81,14 @@ extension SequencerTests {
         String(repeating: "x", count: 4096),
       ]
     ),
-    ("waitLabel while idle", ["phase", "idle", "duration", "0", "revision", "3", "waitLabel", "w"]),
+    (
+      "waitLabel while idle", ["phase", "idle", "duration", "0", "revision", "3", "waitLabel", "w"]
+    ),
     ("unknown outcome", ["phase", "finished", "duration", "0", "revision", "3", "outcome", "won"]),
     ("outcome while idle", ["phase", "idle", "duration", "0", "revision", "3", "outcome", "done"]),
-    ("startedAt while idle", ["phase", "idle", "duration", "0", "revision", "3", "startedAt", "5"]),
+    (
+      "startedAt while idle", ["phase", "idle", "duration", "0", "revision", "3", "startedAt", "5"]
+    ),
   ]
 
   /// A viewer opening a damaged session gets a snapshot of a sound one (the

@@ -20,7 +20,10 @@ import Testing
   static func bases(at t: Int64) -> [(String, SessionRecord)] {
     [
       ("idle", SessionRecord(revision: 3)),
-      ("finished", SessionRecord(.finished(.elapsed), duration: 5, finishedLabel: "bye", revision: 4)),
+      (
+        "finished",
+        SessionRecord(.finished(.elapsed), duration: 5, finishedLabel: "bye", revision: 4)
+      ),
       (
         "running", SessionRecord(.running(endsAt: t + 40_000), duration: 60, revision: 5)
       ),

@@ -91,25 +91,87 @@ import Testing
   /// Rows with the waiting phase's columns damaged (started_at, timeout_at,
   /// wait_label, outcome after updated_at), the same way.
   static let damagedWaits: [(name: String, values: String, reason: String)] = [
-    ("wait-start-2-63", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 9223372036854775808, NULL, NULL, NULL", "started_at holds real"),
-    ("wait-no-start", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL", "needs startedAt"),
-    ("wait-start-later", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 2000, NULL, NULL, NULL", "no later than updatedAt"),
-    ("wait-start-min", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, -9223372036854775808, NULL, NULL, NULL", "needs startedAt in range"),
-    ("wait-duration", "'waiting', 60, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL", "no endsAt, remainingMs or duration"),
-    ("wait-ends-at", "'waiting', 0, 61000, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL", "no endsAt, remainingMs or duration"),
-    ("timeout-short", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1999, NULL, NULL", "timeoutAt is not 1 s to 1 day"),
-    ("timeout-long", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 86401001, NULL, NULL", "timeoutAt is not 1 s to 1 day"),
-    ("timeout-min", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, -9223372036854775808, NULL, NULL", "timeoutAt is not"),
-    ("timeout-1e400", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1e400, NULL, NULL", "timeout_at holds real"),
-    ("timeout-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, 5000, NULL, NULL", "only a waiting record holds startedAt or timeoutAt"),
-    ("wait-label-nul", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, 'a' || char(0) || 'b', NULL", "waitLabel is not"),
-    ("wait-label-4k", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, printf('%4096s', 'x'), NULL", "waitLabel is not"),
-    ("wait-label-blob", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, x'41', NULL", "wait_label holds blob"),
-    ("wait-label-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, 'x', NULL", "only a waiting record holds waitLabel"),
-    ("outcome-bogus", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, 'won'", "unknown outcome"),
-    ("outcome-missing", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL", "holds an outcome"),
-    ("outcome-waiting", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, 'done'", "holds an outcome"),
-    ("outcome-integer", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, x'41'", "outcome holds blob"),
+    (
+      "wait-start-2-63",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 9223372036854775808, NULL, NULL, NULL",
+      "started_at holds real"
+    ),
+    (
+      "wait-no-start", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL",
+      "needs startedAt"
+    ),
+    (
+      "wait-start-later", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 2000, NULL, NULL, NULL",
+      "no later than updatedAt"
+    ),
+    (
+      "wait-start-min",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, -9223372036854775808, NULL, NULL, NULL",
+      "needs startedAt in range"
+    ),
+    (
+      "wait-duration", "'waiting', 60, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL",
+      "no endsAt, remainingMs or duration"
+    ),
+    (
+      "wait-ends-at", "'waiting', 0, 61000, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL",
+      "no endsAt, remainingMs or duration"
+    ),
+    (
+      "timeout-short", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1999, NULL, NULL",
+      "timeoutAt is not 1 s to 1 day"
+    ),
+    (
+      "timeout-long", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 86401001, NULL, NULL",
+      "timeoutAt is not 1 s to 1 day"
+    ),
+    (
+      "timeout-min",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, -9223372036854775808, NULL, NULL",
+      "timeoutAt is not"
+    ),
+    (
+      "timeout-1e400", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1e400, NULL, NULL",
+      "timeout_at holds real"
+    ),
+    (
+      "timeout-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, 5000, NULL, NULL",
+      "only a waiting record holds startedAt or timeoutAt"
+    ),
+    (
+      "wait-label-nul",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, 'a' || char(0) || 'b', NULL",
+      "waitLabel is not"
+    ),
+    (
+      "wait-label-4k",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, printf('%4096s', 'x'), NULL",
+      "waitLabel is not"
+    ),
+    (
+      "wait-label-blob", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, x'41', NULL",
+      "wait_label holds blob"
+    ),
+    (
+      "wait-label-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, 'x', NULL",
+      "only a waiting record holds waitLabel"
+    ),
+    (
+      "outcome-bogus", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, 'won'",
+      "unknown outcome"
+    ),
+    (
+      "outcome-missing", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL",
+      "holds an outcome"
+    ),
+    (
+      "outcome-waiting", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, 'done'",
+      "holds an outcome"
+    ),
+    (
+      "outcome-integer", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, x'41'",
+      "outcome holds blob"
+    ),
   ].map { ($0.0, "'\($0.0)', " + $0.1, $0.2) }
 
   /// Every damaged row, as values for all of the table's columns but key_hash.

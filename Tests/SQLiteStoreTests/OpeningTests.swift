@@ -160,6 +160,33 @@ import Testing
     #expect(damaged.last?.hasPrefix("bad ") == true, "\(damaged)")
   }
 
+  /// A version-3 row with a phase the old CHECK refused (written with the
+  /// check off) does not stop the migration: it is set aside, and the rest load.
+  @Test func migrationSetsAsideARowItCannotCopy() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("v3-bogus.db")
+    try rawSQL(
+      path,
+      Self.versionThree + """
+        PRAGMA ignore_check_constraints = ON;
+        INSERT INTO sessions VALUES ('weird', 'exploded', 0, NULL, NULL, NULL, 1, 1, 5, NULL);
+        INSERT INTO sessions VALUES ('blobby', x'00', 0, NULL, NULL, NULL, 1, 1, 5, NULL);
+        """)
+    let before = Int64(Date().timeIntervalSince1970) * 1000
+    let store = try SQLiteStore.open(path: path)
+    defer { store.close() }
+    let loaded = try store.load()
+    #expect(loaded.sessions.map(\.id) == ["break", "keyed", "over", "talk"])
+    var damaged: [String: Int64] = [:]
+    try Connection.open(path: path, readOnly: true).prepare(
+      "SELECT id || ' ' || reason, set_aside_at FROM damaged_sessions"
+    ).query { row in damaged[row.text(0) ?? ""] = row.integer(1) }
+    for name in ["weird unknown phase", "blobby unknown phase"] {
+      #expect((damaged[name] ?? 0) >= before - 1000, "\(damaged)")
+    }
+  }
+
   /// Opening `path` fails with `kind`, and leaves the file byte for byte as it
   /// was and nothing new beside it. Returns the error for its message.
   func expectRefusal(

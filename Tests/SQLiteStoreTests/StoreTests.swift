@@ -124,7 +124,8 @@ import Testing
       store.write(save("s\(index)", SessionRecord(), key: KeyHash(of: "k\(index)"), ticket: nil))
       if index % 7 == 0 {
         store.write(
-          save("s\(index)", SessionRecord(.finished(.elapsed), duration: 5, revision: 1), ticket: nil))
+          save(
+            "s\(index)", SessionRecord(.finished(.elapsed), duration: 5, revision: 1), ticket: nil))
       }
       store.write(.delete(session: "s\(index)"))
     }

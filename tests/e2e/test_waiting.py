@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cdclient import Client, norm_state, now_ms, run_async
+from cdclient import Client, norm_state, now_ms, run_async, settle
+from opskit import wait_event
 from serverproc import start_server
 from test_cluster import REDIS_SERVER, Redis
 
@@ -61,6 +62,10 @@ async def test_wait_then_done(server):
     assert patch["startedAt"] is None and patch["timeoutAt"] is None, patch
     done = await watcher.wait_state(lambda s: s["outcome"] == "done")
     assert done["label"] == "Deployed" and done["spinner"] is False and done["enabled"] is True, done
+    # The log says how it ended, as the page does.
+    session = c.snapshot["session"]
+    wait_event(server, "session_waiting", session=session)
+    assert wait_event(server, "session_finished", session=session)["outcome"] == "done"
     await c.close()
     await watcher.close()
 
@@ -133,6 +138,7 @@ async def test_refusals(server):
     # Bad values from a second controller, so that the first one's rate limit is not what answers.
     await c.close()
     c = await Client.connect(server.ws_url(c.snapshot["session"]))
+    await settle(c)
     for frame in (
         {"op": "wait", "timeoutSeconds": 0},
         {"op": "done", "label": ""},
@@ -148,6 +154,31 @@ async def test_refusals(server):
         assert reply["type"] == "error" and reply["code"] == "bad_request", (literal, reply)
     assert c.state["phase"] == "waiting", c.state
     await c.close()
+
+
+@run_async
+async def test_key_mode_only_the_controller_waits_and_ends_it():
+    """With --control key, wait, done and fail from a viewer are forbidden; the host's work."""
+    srv = start_server("--control", "key")
+    try:
+        session = sid()
+        host = await Client.connect(srv.ws_url(session))
+        viewer = await Client.connect(srv.ws_url(session))
+        assert viewer.snapshot["role"] == "viewer"
+        # No viewer-count patch still on its way, so the error is the next message.
+        await settle(host, viewer)
+        await viewer.expect_error({"op": "wait", "id": 1}, "forbidden", id=1)
+        await host.command({"op": "wait", "label": "Deploying"})
+        await viewer.wait_phase("waiting")
+        for op in ("done", "fail", "cancel"):
+            await viewer.expect_error({"op": op, "id": 2}, "forbidden", id=2)
+        await host.command({"op": "fail", "label": "Deploy failed"})
+        failed = await viewer.wait_state(lambda s: s["outcome"] == "failed")
+        assert failed["label"] == "Deploy failed", failed
+        await host.close()
+        await viewer.close()
+    finally:
+        srv.stop_and_check()
 
 
 def crash(srv) -> None:
