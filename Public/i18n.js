@@ -65,7 +65,7 @@ export const STRINGS = {
     errors: {
       bad_json: "The server could not read that request.",
       bad_request: "The server did not accept that request.",
-      busy: "A countdown is already running.",
+      busy: "This session is already counting down or waiting.",
       not_running: "No countdown is running.",
       not_paused: "The countdown is not paused.",
       rate_limited: "Too many requests. Wait a moment and try again.",
@@ -178,7 +178,7 @@ export const STRINGS = {
     errors: {
       bad_json: "伺服器無法讀取這個請求。",
       bad_request: "伺服器不接受這個請求。",
-      busy: "倒計時已在進行中。",
+      busy: "這個場次已在倒計時或等待中。",
       not_running: "目前沒有進行中的倒計時。",
       not_paused: "倒計時並未暫停。",
       rate_limited: "請求太頻繁，請稍候再試。",
