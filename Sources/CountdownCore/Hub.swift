@@ -106,6 +106,8 @@ public final class Hub {
     var address: AddressTable.Index
     /// A start holds a place in its address's count from dispatch to completion.
     var holdsAddressPlace = false
+    /// An HTTP command's `Idempotency-Key` (`Hub+Idempotency.swift`).
+    var idempotencyKey: String?
   }
 
   /// An `auth` whose session is still loading: decided once its key is known.
@@ -408,7 +410,7 @@ public final class Hub {
 
   /// Sends a command on, or queues it behind the one in flight. Until it is
   /// finished, it holds its address, which may outlive its connection.
-  private func submit(_ pending: PendingCommand, now: Int64) {
+  func submit(_ pending: PendingCommand, now: Int64) {
     addresses.retain(pending.address)
     guard sessions[pending.session].holdsCommands else {
       dispatch(pending, now: now)
@@ -496,6 +498,7 @@ public final class Hub {
     guard let pending = inFlight.removeValue(forKey: ticket) else { return }
     stats.commandsInFlight -= 1
     sessions[pending.session].commandInFlight = false
+    sequencer.completed(ticket, outcome, now: now)
     finish(pending, outcome, now: now)
     dispatchWaiting(pending.session, now: now)
   }
@@ -595,7 +598,7 @@ public final class Hub {
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
-      now: now)
+      now: now, idempotencyKey: pending.idempotencyKey)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
@@ -611,7 +614,7 @@ public final class Hub {
     _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
   ) {
     let op = pending.command.op.rawValue
-    let answer: [UInt8]
+    var answer: [UInt8]
     var placeKept = false
     switch outcome {
     case .applied(let record):
@@ -638,7 +641,11 @@ public final class Hub {
     case .unavailable(let message):
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
+    case .replayed:
+      stats.countCommand(op, result: "replayed")
+      answer = []
     }
+    if pending.idempotencyKey != nil { answer = keyedAnswer(outcome) ?? answer }
     if pending.holdsAddressPlace && !placeKept { addresses.removeSession(pending.address) }
     addresses.release(pending.address)
     // The commanding connection may have gone, and its slot been reused.

@@ -29,6 +29,8 @@ enum CommandCall {
     case nonce
     /// The hash of the key the commanding connection holds ('' in open mode).
     case presented
+    /// `SessionCommand.fingerprint`, kept with an idempotency key's answer.
+    case fingerprint
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -38,20 +40,24 @@ enum CommandCall {
   static func argv(
     _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String
   ) -> [String] {
-    [
-      "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(request.session),
-      RedisSequencer.epochKey, RedisSequencer.positionKey,
-    ]
+    let idem = request.idempotencyKey.map { RedisSequencer.idempotencyKey(request.session, $0) }
+    return [
+      "FCALL", RedisSequencer.function("command"), idem == nil ? "4" : "5",
+      RedisSequencer.sessionKey(request.session), RedisSequencer.epochKey,
+      RedisSequencer.positionKey, RedisSequencer.sessionsKey,
+    ] + (idem.map { [$0] } ?? [])
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
-        channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash)
+        channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
+        fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint)
   }
 
   /// The ARGV alone, one value per slot in slot order. Every slot has its
   /// case below, so a slot added here cannot be left out.
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
-    channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil
+    channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
+    fingerprint: String = ""
   ) -> [String] {
     let operands = operands(of: command)
     return Slot.allCases.map { slot in
@@ -73,6 +79,7 @@ enum CommandCall {
       case .deadline: deadline.map(String.init) ?? ""
       case .nonce: nonce
       case .presented: presented?.hex ?? ""
+      case .fingerprint: fingerprint
       }
     }
   }

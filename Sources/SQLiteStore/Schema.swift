@@ -11,9 +11,11 @@
 ///   `--control key` mode (never the key itself).
 /// - Version 3: `damaged_sessions`, where start-up moves a row it cannot take
 ///   as a session, as it was (untyped columns keep every value), with why.
+/// - Version 4: `idempotency`, the first answer of each command sent with an
+///   `Idempotency-Key`, kept a day (`SQLiteStore+Idempotency.swift`).
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 3
+  static let version: Int64 = 4
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -42,6 +44,7 @@ enum Schema {
       key_hash, reason TEXT NOT NULL, set_aside_at INTEGER NOT NULL
     );
     """,
+    IdempotencyStatements.createTable,
   ]
 
   /// The columns `sessions` has from each version on: a file that lacks one
