@@ -127,7 +127,7 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   private let bulk = BulkWindow()
   // A subscribed hiredis connection can send nothing else: two connections,
   // made by `start` on the loop it is given, with the parts that use them.
-  private var commands: RedisConnection?
+  private(set) var commands: RedisConnection?
   private var subscriber: RedisConnection?
   private var ordering: ClusterOrdering?
   private var feed: ChangeFeed?
