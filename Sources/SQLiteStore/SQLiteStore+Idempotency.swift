@@ -36,14 +36,14 @@ struct IdempotencyStatements {
         ends_at, remaining_ms, finished_label, seq, revision, updated_at, at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """)
-    prune = try connection.prepare("DELETE FROM idempotency WHERE at < ?")
+    prune = try connection.prepare("DELETE FROM idempotency WHERE at <= ?")
     // Columns 0-9 as `selectSessions`'s, so a record is read by the same
     // checks as a session row's; the newest first, for the memory bound.
     select = try connection.prepare(
       """
       SELECT session, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
              updated_at, NULL, key, fingerprint, code, at
-      FROM idempotency WHERE at >= ? ORDER BY at DESC LIMIT ?
+      FROM idempotency WHERE at > ? ORDER BY at DESC LIMIT ?
       """)
     delete = try connection.prepare(
       "DELETE FROM idempotency WHERE CAST(session AS BLOB) = ? AND CAST(key AS BLOB) = ?")
