@@ -117,7 +117,8 @@ extension SessionCommand {
   /// longer than the longest a command makes.
   static func isFingerprint(_ text: String) -> Bool {
     let op = text.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
-    return Op(rawValue: op) != nil && text.utf8.count <= 64 + SessionConfig.maxFinishedLabelLength * 4
+    return Op(rawValue: op) != nil
+      && text.utf8.count <= 64 + SessionConfig.maxFinishedLabelLength * 4
   }
 }
 

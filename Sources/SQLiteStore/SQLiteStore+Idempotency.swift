@@ -79,9 +79,9 @@ extension SQLiteStore {
   /// on the file. Rows past their day go; a row out of range or of the
   /// wrong type is input that failed its checks: it is deleted and named in
   /// `damaged`, and its key is then unknown (a retry applies anew).
-  public func loadAnswers(now: Int64, into cache: IdempotencyCache = IdempotencyCache()) throws(
-    StoreError
-  ) -> (answers: IdempotencyCache, damaged: [DamagedAnswer]) {
+  public func loadAnswers(now: Int64, into cache: IdempotencyCache = IdempotencyCache())
+    throws(StoreError) -> (answers: IdempotencyCache, damaged: [DamagedAnswer])
+  {
     try withDatabase { database throws(StoreError) in
       let statements = database.idempotency
       try statements.prune.run([.integer(now - IdempotencyKey.keepMs)])

@@ -95,7 +95,8 @@ final class App {
     var sessions = openSessions()
     let hub = Hub(
       config: options.hub, epoch: sessions.epoch ?? Hub.randomEpoch(),
-      sequencer: sessions.cluster ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
+      sequencer: sessions.cluster
+        ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
     sessions.cluster?.hub = hub
     hub.observer = SessionEventLog(logger: log)
     hub.restore(sessions.stored, now: sessions.clock.nowMilliseconds())
