@@ -17,17 +17,17 @@ private enum SocketTag {
   static let httpBody: Int32 = -3
 }
 
-private func server(of wsi: OpaquePointer) -> CountdownServer {
-  Unmanaged<CountdownServer>.fromOpaque(lws_context_user(lws_get_context(wsi))!)
+private func server(of wsi: Wsi) -> CountdownServer {
+  Unmanaged<CountdownServer>.fromOpaque(lws_context_user(lws_get_context(wsi.raw))!)
     .takeUnretainedValue()
 }
 
-private func tag(_ wsi: OpaquePointer) -> Int32 {
-  Int32(truncatingIfNeeded: Int(bitPattern: lws_get_opaque_user_data(wsi)))
+private func tag(_ wsi: Wsi) -> Int32 {
+  Int32(truncatingIfNeeded: Int(bitPattern: lws_get_opaque_user_data(wsi.raw)))
 }
 
-private func setTag(_ wsi: OpaquePointer, _ value: Int32) {
-  lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: Int(value)))
+private func setTag(_ wsi: Wsi, _ value: Int32) {
+  lws_set_opaque_user_data(wsi.raw, UnsafeMutableRawPointer(bitPattern: Int(value)))
 }
 
 // MARK: Request headers, read whole
@@ -42,19 +42,19 @@ let headerByteCap = 2048
 /// header that is present but cannot be read is an error, never nil: nil is
 /// only a header that is not there.
 private func headerBytes(
-  _ wsi: OpaquePointer, _ token: lws_token_indexes, _ name: String
+  _ wsi: Wsi, _ token: lws_token_indexes, _ name: String
 ) throws(HeaderError) -> [UInt8]? {
   // The total counts the ", " lws puts between repeated headers. Zero is
   // also a header that is present and empty: copying its first fragment
   // fails only when there is none.
-  let total = Int(lws_hdr_total_length(wsi, token))
+  let total = Int(lws_hdr_total_length(wsi.raw, token))
   if total == 0 {
     var empty: CChar = 0
-    return lws_hdr_copy_fragment(wsi, &empty, 1, token, 0) < 0 ? nil : []
+    return lws_hdr_copy_fragment(wsi.raw, &empty, 1, token, 0) < 0 ? nil : []
   }
   guard total <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(total)) }
   var buffer = [CChar](repeating: 0, count: total + 1)
-  let copied = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
+  let copied = lws_hdr_copy(wsi.raw, &buffer, Int32(buffer.count), token)
   guard copied >= 0, Int(copied) <= total else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
@@ -62,7 +62,7 @@ private func headerBytes(
 }
 
 private func header(
-  _ wsi: OpaquePointer, _ token: lws_token_indexes, _ name: String
+  _ wsi: Wsi, _ token: lws_token_indexes, _ name: String
 ) throws(HeaderError) -> String? {
   try headerBytes(wsi, token, name).map { bytes throws(HeaderError) in
     try HeaderError.text(bytes, header: name)
@@ -73,11 +73,11 @@ private func header(
 /// at its own length: lws_get_urlarg_by_name stops at the first argument
 /// longer than its buffer, so a long argument in front hid a `key` behind it.
 private func urlArguments(
-  _ wsi: OpaquePointer,
+  _ wsi: Wsi,
   as text: ([UInt8], String) throws(HeaderError) -> String = HeaderError.text
 ) throws(HeaderError) -> [String] {
   let token = WSI_TOKEN_HTTP_URI_ARGS
-  let total = Int(lws_hdr_total_length(wsi, token))
+  let total = Int(lws_hdr_total_length(wsi.raw, token))
   guard total > 0 else { return [] }
   guard total <= headerByteCap else {
     throw HeaderError(header: "query", problem: .tooLong(total))
@@ -87,9 +87,9 @@ private func urlArguments(
   var index: Int32 = 0
   // The fragments' lengths add up to the total, less one separator each.
   while read + arguments.count - 1 < total {
-    let length = Int(lws_hdr_fragment_length(wsi, token, index))
+    let length = Int(lws_hdr_fragment_length(wsi.raw, token, index))
     var buffer = [CChar](repeating: 0, count: length + 1)
-    let copied = lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), token, index)
+    let copied = lws_hdr_copy_fragment(wsi.raw, &buffer, Int32(buffer.count), token, index)
     guard copied >= 0, Int(copied) == length else {
       throw HeaderError(header: "query", problem: .library(code: copied))
     }
@@ -110,16 +110,16 @@ private func urlArgument(_ name: String, in arguments: [String]) throws(HeaderEr
   return values.first
 }
 
-private func peerAddress(_ wsi: OpaquePointer) -> String {
+private func peerAddress(_ wsi: Wsi) -> String {
   var buffer = [CChar](repeating: 0, count: 64)
-  guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "?" }
+  guard lws_get_peer_simple(wsi.raw, &buffer, buffer.count) != nil else { return "?" }
   let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
   return String(decoding: bytes, as: UTF8.self)
 }
 
 /// The upgrade request's facts, every header read whole. The peer is the
 /// client behind a trusted proxy, when there is one.
-private func readRequest(of wsi: OpaquePointer) throws(HeaderError) -> UpgradeRequest {
+private func readRequest(of wsi: Wsi) throws(HeaderError) -> UpgradeRequest {
   let server = server(of: wsi)
   let tcpPeer = peerAddress(wsi)
   var peer = tcpPeer
@@ -147,14 +147,14 @@ private func readRequest(of wsi: OpaquePointer) throws(HeaderError) -> UpgradeRe
     controllerKey: try urlArgument("key", in: arguments), since: since)
 }
 
-private func close(_ wsi: OpaquePointer, _ directive: CloseDirective) -> Int32 {
+private func close(_ wsi: Wsi, _ directive: CloseDirective) -> Int32 {
   server(of: wsi).closing(wsi, code: directive.code, reason: directive.reason)
   var bytes = Array(directive.reason.utf8.prefix(120))
-  lws_close_reason(wsi, lws_close_status(UInt32(directive.code.rawValue)), &bytes, bytes.count)
+  lws_close_reason(wsi.raw, lws_close_status(UInt32(directive.code.rawValue)), &bytes, bytes.count)
   return -1
 }
 
-private func finish(_ wsi: OpaquePointer, _ outcome: WriteOutcome) -> Int32 {
+private func finish(_ wsi: Wsi, _ outcome: WriteOutcome) -> Int32 {
   switch outcome {
   case .keepOpen: 0
   case .close(let directive): close(wsi, directive)
@@ -164,10 +164,11 @@ private func finish(_ wsi: OpaquePointer, _ outcome: WriteOutcome) -> Int32 {
 
 /// The countdown.v1 WebSocket protocol (and, as the vhost default, plain HTTP).
 func countdownCallback(
-  _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+  _ raw: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
   _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
-  guard let wsi else { return 0 }
+  guard let raw else { return 0 }
+  let wsi = Wsi(raw: raw)
   switch reason {
   case LWS_CALLBACK_ESTABLISHED:
     let server = server(of: wsi)
@@ -195,19 +196,19 @@ func countdownCallback(
   case LWS_CALLBACK_RECEIVE:
     let server = server(of: wsi)
     let chunk = UnsafeRawBufferPointer(start: input, count: length)
-    let binary = lws_frame_is_binary(wsi) != 0
-    let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+    let binary = lws_frame_is_binary(wsi.raw) != 0
+    let isLast = lws_is_final_fragment(wsi.raw) != 0 && lws_remaining_packet_payload(wsi.raw) == 0
     let outcome: ChunkOutcome
     switch tag(wsi) {
     case SocketTag.echo:
       outcome = server.echoReceived(
-        wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi) != 0, isLast: isLast)
+        wsi, chunk, binary: binary, isFirst: lws_is_first_fragment(wsi.raw) != 0, isLast: isLast)
     case let value where value > 0:
       if binary {
         return close(wsi, CloseDirective(.unsupportedData, "binary frames are not accepted"))
       }
       outcome = server.received(
-        chunk, from: value - 1, announcedRemaining: lws_remaining_packet_payload(wsi),
+        chunk, from: value - 1, announcedRemaining: lws_remaining_packet_payload(wsi.raw),
         isLast: isLast)
     default:
       return 0  // a refused join: ignore what it says while it is being closed
@@ -218,7 +219,7 @@ func countdownCallback(
     // lws 4.1.6 still offers WRITEABLE after it queued its own Close (for a
     // protocol error) while it waits for the reply; RFC 6455 allows no data
     // after a Close, so write nothing once one is pending.
-    if lws_get_close_length(wsi) != 0 { return 0 }
+    if lws_get_close_length(wsi.raw) != 0 { return 0 }
     let server = server(of: wsi)
     switch tag(wsi) {
     case SocketTag.echo: return finish(wsi, server.echoWritable(wsi))
@@ -245,7 +246,7 @@ func countdownCallback(
 
   case LWS_CALLBACK_CLOSED:
     let server = server(of: wsi)
-    if tag(wsi) != 0 { server.countClosed(wsi, lwsSentClose: lws_get_close_length(wsi) != 0) }
+    if tag(wsi) != 0 { server.countClosed(wsi, lwsSentClose: lws_get_close_length(wsi.raw) != 0) }
     switch tag(wsi) {
     case SocketTag.echo: server.echoClosed(wsi)
     case SocketTag.refused: server.closedRefused(wsi)
@@ -257,13 +258,13 @@ func countdownCallback(
   default:
     // Being the vhost's default protocol (so clients naming no subprotocol
     // reach us), we also receive every plain HTTP connection's events.
-    return httpCallback(wsi, reason, user, input, length)
+    return httpCallback(raw, reason, user, input, length)
   }
   return 0
 }
 
 /// A POST of the origin check, with no body to wait for.
-private func isOriginCheck(_ wsi: OpaquePointer) -> Bool {
+private func isOriginCheck(_ wsi: Wsi) -> Bool {
   guard (try? header(wsi, WSI_TOKEN_POST_URI, "path")) == CountdownServer.originCheckPath
   else { return false }
   let length = (try? header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, "content-length")) ?? nil
@@ -271,9 +272,9 @@ private func isOriginCheck(_ wsi: OpaquePointer) -> Bool {
 }
 
 /// Refuses an upgrade with an HTTP status before any WebSocket exists.
-private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+private func confirmUpgrade(_ wsi: Wsi) -> Int32 {
   let server = server(of: wsi)
-  if let metrics = server.metricsVhost, lws_get_vhost(wsi) == metrics {
+  if let metrics = server.metricsVhost, lws_get_vhost(wsi.raw).map(Vhost.init) == metrics {
     return respond(wsi, status: 404)
   }
   let request: UpgradeRequest
@@ -294,7 +295,7 @@ private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
 /// Written by hand: during an upgrade lws's own status helper answers
 /// "HTTP/1.0", which WebSocket clients reject as a malformed response.
 private func respond(
-  _ wsi: OpaquePointer, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
+  _ wsi: Wsi, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
 ) -> Int32 {
   let reason = refusalReasons[status] ?? "Refused"
   let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
@@ -319,10 +320,11 @@ private let refusalReasons: [UInt32: String] = [
 
 /// Plain HTTP: lws serves the files itself; `/healthz` and misses reach us.
 func httpCallback(
-  _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+  _ raw: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
   _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
-  guard let wsi else { return 0 }
+  guard let raw else { return 0 }
+  let wsi = Wsi(raw: raw)
   switch reason {
   case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
     return confirmUpgrade(wsi)
@@ -337,8 +339,8 @@ func httpCallback(
     // POST. The one exception is the origin check, a POST without a body,
     // since that is what makes a browser send its Origin.
     guard
-      lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0
-        || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0
+      lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
+        || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0
         || isOriginCheck(wsi)
     else {
       // Non-zero makes lws close the connection once the answer is written.
@@ -354,7 +356,9 @@ func httpCallback(
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
-    if path == CountdownServer.originCheckPath, lws_get_vhost(wsi) != server.metricsVhost {
+    if path == CountdownServer.originCheckPath,
+      lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    {
       // Answered at once and closed: after a POST lws ends the transaction
       // itself, before a WRITEABLE could carry the body.
       let answer = server.originCheck(
@@ -364,7 +368,7 @@ func httpCallback(
     }
     // Any other POST is not ours; it is answered at once for the same
     // reason, since a body written later would never leave.
-    if lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 { return respond(wsi, status: 404) }
+    if lws_hdr_total_length(wsi.raw, WSI_TOKEN_POST_URI) > 0 { return respond(wsi, status: 404) }
     // An endpoint's argument that cannot be read is as good as absent: the
     // endpoint answers 400 for a missing one.
     let found =
@@ -377,8 +381,8 @@ func httpCallback(
           }
         }) : nil
     guard let answer = found ?? server.notFoundAnswer else {
-      lws_return_http_status(wsi, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
-      return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+      lws_return_http_status(wsi.raw, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
+      return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
     }
     setTag(wsi, SocketTag.httpBody)
     server.httpBodies[wsi] = answer.body
@@ -392,7 +396,7 @@ func httpCallback(
     let server = server(of: wsi)
     let body = server.httpBodies.removeValue(forKey: wsi) ?? []
     guard server.send(body, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
-    return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
 
   case LWS_CALLBACK_CLOSED_HTTP:
     if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
@@ -400,11 +404,11 @@ func httpCallback(
   default:
     break
   }
-  return lws_callback_http_dummy(wsi, reason, user, input, length)
+  return lws_callback_http_dummy(wsi.raw, reason, user, input, length)
 }
 
 private func writeHeaders(
-  _ wsi: OpaquePointer, status: UInt32, type: String, length: Int, cacheControl: String? = nil
+  _ wsi: Wsi, status: UInt32, type: String, length: Int, cacheControl: String? = nil
 ) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
@@ -414,23 +418,23 @@ private func writeHeaders(
     var cursor: UnsafeMutablePointer<UInt8>? = start
     guard
       lws_add_http_common_headers(
-        wsi, status, type, lws_filepos_t(length), &cursor, end) == 0,
+        wsi.raw, status, type, lws_filepos_t(length), &cursor, end) == 0,
       addHeader(wsi, "cache-control:", cacheControl, &cursor, end),
-      lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
+      lws_finalize_write_http_header(wsi.raw, start, &cursor, end) == 0
     else { return false }
-    lws_callback_on_writable(wsi)
+    lws_callback_on_writable(wsi.raw)
     return true
   }
 }
 
 /// Adds `name: value` when there is a value; false when it does not fit.
 private func addHeader(
-  _ wsi: OpaquePointer, _ name: String, _ value: String?,
+  _ wsi: Wsi, _ name: String, _ value: String?,
   _ cursor: inout UnsafeMutablePointer<UInt8>?, _ end: UnsafeMutablePointer<UInt8>
 ) -> Bool {
   guard let value else { return true }
   var bytes = Array(value.utf8)
-  return lws_add_http_header_by_name(wsi, name, &bytes, Int32(bytes.count), &cursor, end) == 0
+  return lws_add_http_header_by_name(wsi.raw, name, &bytes, Int32(bytes.count), &cursor, end) == 0
 }
 
 // MARK: libwebsockets' own log lines

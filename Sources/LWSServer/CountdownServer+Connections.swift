@@ -22,7 +22,7 @@ extension CountdownServer {
   /// A WebSocket finished its handshake on `/ws/<session>`.
   /// Returns nil when the hub refused it; the refusal frame is then pending.
   func opened(
-    _ wsi: OpaquePointer, session: String, key: String?, since: UInt64?, peer: String
+    _ wsi: Wsi, session: String, key: String?, since: UInt64?, peer: String
   ) -> ConnectionID? {
     openSockets += 1
     let peerID = peerCounts.add(peer)
@@ -84,7 +84,7 @@ extension CountdownServer {
 
   /// lws says `id` may be written: send one frame, and ask again if more waits.
   func writable(
-    _ wsi: OpaquePointer, connection id: ConnectionID, now: Int64? = nil
+    _ wsi: Wsi, connection id: ConnectionID, now: Int64? = nil
   ) -> WriteOutcome {
     // Read once per frame; a tick's direct writes pass the time they all share.
     let now = now ?? clock.nowMilliseconds()
@@ -108,7 +108,7 @@ extension CountdownServer {
   }
 
   /// A refused join: its one error frame, then close 1013 (try again later).
-  func writableRefused(_ wsi: OpaquePointer) -> WriteOutcome {
+  func writableRefused(_ wsi: Wsi) -> WriteOutcome {
     guard let (_, code) = refusals[wsi] else { return .fail }
     guard write(hub.refusalFrame(code), to: wsi, binary: false) else { return .fail }
     return .close(CloseDirective(.tryAgainLater, "try again later"))
@@ -122,7 +122,7 @@ extension CountdownServer {
     flush()
   }
 
-  func closedRefused(_ wsi: OpaquePointer) {
+  func closedRefused(_ wsi: Wsi) {
     guard let (peer, _) = refusals.removeValue(forKey: wsi) else { return }
     releasePeer(peer)
   }
@@ -134,7 +134,7 @@ extension CountdownServer {
   }
 
   /// Remembers when a connection began waiting to be written, for the unwritable sweep.
-  func markWaiting(_ id: ConnectionID, _ wsi: OpaquePointer, now: Int64) {
+  func markWaiting(_ id: ConnectionID, _ wsi: Wsi, now: Int64) {
     if sockets[Int(id)].waitingSince == 0 { sockets[Int(id)].waitingSince = now }
     requestWritable(wsi)
   }
@@ -142,12 +142,12 @@ extension CountdownServer {
   /// One pass over every connection, once a second: who is owed a ping
   /// (silent for --ping-after), and who must go (silent for --hangup-after,
   /// or unable to take what it is owed for --unwritable-timeout).
-  func sweepConnections(now: Int64) -> (ping: [OpaquePointer], close: [OpaquePointer]) {
+  func sweepConnections(now: Int64) -> (ping: [Wsi], close: [Wsi]) {
     let stuckAfter = Int64(config.unwritableTimeoutSeconds) * 1000
     let pingAfter = Int64(config.pingAfterSeconds) * 1000
     let hangUpAfter = Int64(config.hangUpAfterSeconds) * 1000
-    var ping: [OpaquePointer] = []
-    var close: [OpaquePointer] = []
+    var ping: [Wsi] = []
+    var close: [Wsi] = []
     for slot in sockets.indices {
       guard let wsi = sockets[slot].wsi else { continue }
       // Fields read in place: a copy of the slot would retain its buffers.
@@ -170,14 +170,14 @@ extension CountdownServer {
 
   // MARK: The test-only echo route
 
-  func echoOpened(_ wsi: OpaquePointer, peer: String) {
+  func echoOpened(_ wsi: Wsi, peer: String) {
     network.accepted += 1
     openSockets += 1
     echo.open(wsi, peer: peerCounts.add(peer))
   }
 
   func echoReceived(
-    _ wsi: OpaquePointer, _ chunk: UnsafeRawBufferPointer, binary: Bool, isFirst: Bool,
+    _ wsi: Wsi, _ chunk: UnsafeRawBufferPointer, binary: Bool, isFirst: Bool,
     isLast: Bool
   ) -> ChunkOutcome {
     let outcome = echo.receive(
@@ -187,7 +187,7 @@ extension CountdownServer {
     return outcome
   }
 
-  func echoWritable(_ wsi: OpaquePointer) -> WriteOutcome {
+  func echoWritable(_ wsi: Wsi) -> WriteOutcome {
     if stopping { return .close(CloseDirective(.goingAway, "server shutting down")) }
     guard let message = echo.next(for: wsi) else { return .keepOpen }
     guard write(message.bytes, to: wsi, binary: message.binary) else { return .fail }
@@ -195,7 +195,7 @@ extension CountdownServer {
     return .keepOpen
   }
 
-  func echoClosed(_ wsi: OpaquePointer) {
+  func echoClosed(_ wsi: Wsi) {
     if let peer = echo.close(wsi) { releasePeer(peer) }
   }
 }

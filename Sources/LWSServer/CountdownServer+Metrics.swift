@@ -55,7 +55,7 @@ extension CountdownServer {
   // MARK: Close codes, for countdown_connections_closed_total
 
   /// The server is closing `wsi` with `code`; the first code on a connection counts.
-  func closing(_ wsi: OpaquePointer, code: CloseCode, reason: String) {
+  func closing(_ wsi: Wsi, code: CloseCode, reason: String) {
     guard closeCodes[wsi] == nil else { return }
     closeCodes[wsi] = NetworkStats.label(forCode: code.rawValue)
     switch code {
@@ -69,11 +69,11 @@ extension CountdownServer {
     }
   }
 
-  func peerClosing(_ wsi: OpaquePointer, code: UInt16) {
+  func peerClosing(_ wsi: Wsi, code: UInt16) {
     if closeCodes[wsi] == nil { closeCodes[wsi] = NetworkStats.label(forCode: code) }
   }
 
-  func countClosed(_ wsi: OpaquePointer, lwsSentClose: Bool) {
+  func countClosed(_ wsi: Wsi, lwsSentClose: Bool) {
     let code = closeCodes.removeValue(forKey: wsi) ?? (lwsSentClose ? "unknown" : "1006")
     network.closed[code, default: 0] += 1
   }

@@ -35,7 +35,7 @@ public final class CountdownServer {
   var openSockets = 0
   var peerCounts = PeerCounts()
   /// Joins the hub refused, waiting to send their error and close.
-  var refusals: [OpaquePointer: (peer: PeerID, code: ErrorCode)] = [:]
+  var refusals: [Wsi: (peer: PeerID, code: ErrorCode)] = [:]
   var echo = EchoRoute()
   let originPolicy: OriginPolicy
   /// Refusals any client may provoke are logged at most once a second.
@@ -54,17 +54,17 @@ public final class CountdownServer {
   public let metrics = MetricsRegistry()
   var network = NetworkStats()
   /// The close code each closing WebSocket sent or received first, as a metrics label.
-  var closeCodes: [OpaquePointer: String] = [:]
+  var closeCodes: [Wsi: String] = [:]
   /// Public/404.html, read when the server starts: the body of every 404.
   var notFoundPage: [UInt8]?
   /// The last QR codes drawn for /qr.svg.
   var qrCodes = QRCodeAnswers()
   /// Bodies of HTTP answers waiting for their connection to be writable.
-  var httpBodies: [OpaquePointer: [UInt8]] = [:]
+  var httpBodies: [Wsi: [UInt8]] = [:]
   /// The bound port of the `--metrics-port` listener.
   public private(set) var metricsListenPort: Int?
   /// That listener's vhost, which serves no WebSocket.
-  private(set) var metricsVhost: OpaquePointer?
+  private(set) var metricsVhost: Vhost?
   /// Set when the loop should end: every socket closed, or the deadline passed.
   private var finished = false
 
@@ -116,7 +116,7 @@ public final class CountdownServer {
   private var timerDue: Int64?
   /// When the keepalive sweep last ran (ms).
   private var lastSweepAt: Int64 = 0
-  private var context: OpaquePointer?
+  private var context: LWSContext?
   /// The libev loop lent to lws, created by the server; it goes once the
   /// context has gone and nothing else attached to it holds it.
   private var libevLoop: LibevLoop?
@@ -180,19 +180,19 @@ public final class CountdownServer {
       pushPending = false
       loopClock.stop()
       timerDue = nil
-      lws_context_destroy(created)
+      lws_context_destroy(created.raw)
       context = nil
       libevLoop = nil
       activeEventLoop = nil
     }
     // The listening socket: a failure here is the address, not the loop.
-    guard lws_create_vhost(created, &info) != nil else {
+    guard lws_create_vhost(created.raw, &info) != nil else {
       throw .contextCreationFailed(host: config.host, port: config.port)
     }
     if let port = config.metricsPort {
       metricsListenPort = try createMetricsListener(created, port: port)
     }
-    let vhost = lws_get_vhost_by_name(created, "default")
+    let vhost = lws_get_vhost_by_name(created.raw, "default")
     listening = true
     onListening(vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? config.port)
     onLoopReady?(libevLoop)
@@ -213,7 +213,7 @@ public final class CountdownServer {
   /// falls back to poll rather than not serving at all.
   private func createContext(
     _ info: inout lws_context_creation_info
-  ) throws(LWSError) -> OpaquePointer {
+  ) throws(LWSError) -> LWSContext {
     if config.eventLoop == .libev {
       if let loop = LibevLoop.make() {
         var loops: [UnsafeMutableRawPointer?] = [UnsafeMutableRawPointer(loop.unsafeRawLoop), nil]
@@ -231,7 +231,7 @@ public final class CountdownServer {
           if getenv("CDS_DEBUG") != nil {
             cds_log(LLL_NOTICE, "countdown-server: libev backend \(loop.backendName)")
           }
-          return created
+          return LWSContext(raw: created)
         }
       }
       cds_log(
@@ -242,17 +242,17 @@ public final class CountdownServer {
     }
     guard let created = lws_create_context(&info) else { throw .eventLoopFailed }
     activeEventLoop = .poll
-    return created
+    return LWSContext(raw: created)
   }
 
   /// One turn of the poll loop, timed by the thread's CPU clock so that the
   /// wait inside poll() does not count as work.
-  private func serviceOnce(_ context: OpaquePointer) -> Int32 {
+  private func serviceOnce(_ context: LWSContext) -> Int32 {
     // On libev one lws_service is the whole run: its iterations are timed by
     // watchers around each wait instead.
-    guard activeEventLoop == .poll else { return lws_service(context, 0) }
+    guard activeEventLoop == .poll else { return lws_service(context.raw, 0) }
     let started = LoopClock.threadCPUSeconds()
-    let code = lws_service(context, 0)
+    let code = lws_service(context.raw, 0)
     recordLoopIteration(seconds: LoopClock.threadCPUSeconds() - started)
     return code
   }
@@ -301,9 +301,9 @@ public final class CountdownServer {
     for wsi in sweep.close {
       // Silent too long, or not writable for a minute: kill it from outside
       // its callbacks, the way lws allows.
-      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+      lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
-    for wsi in sweep.ping { lws_callback_on_writable(wsi) }
+    for wsi in sweep.ping { lws_callback_on_writable(wsi.raw) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
 
@@ -312,7 +312,7 @@ public final class CountdownServer {
   }
 
   private func lwsTimersDidFire() {
-    if let context { lws_cancel_service(context) }
+    if let context { lws_cancel_service(context.raw) }
     lwsTimers.schedule(afterMs: Self.lwsTimerWakeMs)
   }
 
@@ -326,7 +326,7 @@ public final class CountdownServer {
 
   /// A listener on its own port for `/metrics`, `/healthz` and `/readyz`,
   /// so metrics can stay on loopback while the page is served to the world.
-  private func createMetricsListener(_ context: OpaquePointer, port: Int) throws(LWSError) -> Int {
+  private func createMetricsListener(_ context: LWSContext, port: Int) throws(LWSError) -> Int {
     var info = lws_context_creation_info()
     info.port = Int32(port)
     info.iface = retain(config.metricsHost)
@@ -338,10 +338,10 @@ public final class CountdownServer {
     info.mounts = UnsafePointer(makeEndpointMounts(["/healthz", "/readyz", "/metrics"], next: nil))
     info.options = cds_option_security_headers()
     if !config.metricsHost.contains(":") { info.options |= cds_option_disable_ipv6() }
-    guard let vhost = lws_create_vhost(context, &info) else {
+    guard let vhost = lws_create_vhost(context.raw, &info) else {
       throw .contextCreationFailed(host: config.metricsHost, port: port)
     }
-    metricsVhost = vhost
+    metricsVhost = Vhost(raw: vhost)
     return Int(lws_get_vhost_listen_port(vhost))
   }
 
@@ -408,7 +408,7 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi) }
+    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi.raw) }
     if openSockets == 0 {
       finish()
     } else {
@@ -428,7 +428,7 @@ public final class CountdownServer {
       libevLoop.breakRun()
     } else if let context {
       // Otherwise lws_service sleeps on until its next timer, seconds away.
-      lws_cancel_service(context)
+      lws_cancel_service(context.raw)
     }
   }
 
@@ -446,7 +446,7 @@ public final class CountdownServer {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
       guard let wsi = sockets[Int(connection)].wsi else { return }
-      if writingNow && lws_partial_buffered(wsi) == 0 && lws_get_close_length(wsi) == 0 {
+      if writingNow && lws_partial_buffered(wsi.raw) == 0 && lws_get_close_length(wsi.raw) == 0 {
         writeNow.append(connection)
       } else {
         markWaiting(connection, wsi, now: now)
@@ -456,19 +456,19 @@ public final class CountdownServer {
     for connection in writeNow {
       guard let wsi = sockets[Int(connection)].wsi else { continue }
       if writable(wsi, connection: connection, now: now) == .fail {
-        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
     }
     writeNow.removeAll(keepingCapacity: true)
     armTimer()
   }
 
-  func requestWritable(_ wsi: OpaquePointer) {
-    lws_callback_on_writable(wsi)
+  func requestWritable(_ wsi: Wsi) {
+    lws_callback_on_writable(wsi.raw)
   }
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
-  func write(_ frame: [UInt8], to wsi: OpaquePointer, binary: Bool) -> Bool {
+  func write(_ frame: [UInt8], to wsi: Wsi, binary: Bool) -> Bool {
     guard send(frame, to: wsi, as: binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) else {
       return false
     }
@@ -480,7 +480,7 @@ public final class CountdownServer {
   /// Every write goes through here: lws wants `LWS_PRE` writable bytes before
   /// the payload, which the one reusable scratch buffer provides. lws keeps
   /// whatever the socket does not take and holds WRITEABLE until it drains.
-  func send(_ bytes: [UInt8], to wsi: OpaquePointer, as kind: lws_write_protocol) -> Bool {
+  func send(_ bytes: [UInt8], to wsi: Wsi, as kind: lws_write_protocol) -> Bool {
     let pre = cds_lws_pre()
     if pre + bytes.count > scratch.count {
       scratch.deallocate()
@@ -490,7 +490,7 @@ public final class CountdownServer {
       UnsafeMutableRawBufferPointer(rebasing: scratch[pre...]).copyMemory(from: source)
     }
     let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
-    return lws_write(wsi, payload, bytes.count, kind) >= 0
+    return lws_write(wsi.raw, payload, bytes.count, kind) >= 0
   }
 
   private func armTimer() {
@@ -615,7 +615,7 @@ public final class CountdownServer {
 
   /// Sends the ping a connection is owed. It carries a payload because lws
   /// 4.1.6 reports only non-empty pongs to the protocol callback.
-  func writePing(_ wsi: OpaquePointer) -> Bool {
+  func writePing(_ wsi: Wsi) -> Bool {
     guard send(Self.pingPayload, to: wsi, as: LWS_WRITE_PING) else { return false }
     network.framesSent += 1
     network.bytesSent += 2
@@ -638,10 +638,10 @@ private enum ActiveContext {
 
   /// A stop requested before the context existed is kept and acted on at
   /// once; the count clears when the context goes, for the next `run`.
-  static func install(_ newContext: OpaquePointer?) {
-    contextAddress.store(UInt(bitPattern: newContext), ordering: .sequentiallyConsistent)
+  static func install(_ newContext: LWSContext?) {
+    contextAddress.store(UInt(bitPattern: newContext?.raw), ordering: .sequentiallyConsistent)
     if let newContext {
-      if stopRequested { lws_cancel_service(newContext) }
+      if stopRequested { lws_cancel_service(newContext.raw) }
     } else {
       stopCount.store(0, ordering: .sequentiallyConsistent)
     }

@@ -11,19 +11,19 @@ struct EchoRoute {
     var outgoing: [(bytes: [UInt8], binary: Bool)] = []
   }
 
-  private var connections: [OpaquePointer: Connection] = [:]
+  private var connections: [Wsi: Connection] = [:]
 
   /// Every open echo socket.
-  var sockets: [OpaquePointer] { Array(connections.keys) }
+  var sockets: [Wsi] { Array(connections.keys) }
 
-  mutating func open(_ wsi: OpaquePointer, peer: PeerID) {
+  mutating func open(_ wsi: Wsi, peer: PeerID) {
     connections[wsi] = Connection(peer: peer)
   }
 
   /// A chunk of a message, at most `limit` bytes in all. `.delivered`: a
   /// whole message now waits to be written.
   mutating func receive(
-    _ chunk: UnsafeRawBufferPointer, on wsi: OpaquePointer, binary: Bool, isFirst: Bool,
+    _ chunk: UnsafeRawBufferPointer, on wsi: Wsi, binary: Bool, isFirst: Bool,
     isLast: Bool, limit: Int
   ) -> ChunkOutcome {
     guard var connection = connections[wsi] else {
@@ -43,7 +43,7 @@ struct EchoRoute {
   }
 
   /// The next message to write back, and whether more wait after it.
-  mutating func next(for wsi: OpaquePointer) -> (bytes: [UInt8], binary: Bool, more: Bool)? {
+  mutating func next(for wsi: Wsi) -> (bytes: [UInt8], binary: Bool, more: Bool)? {
     guard var connection = connections[wsi], !connection.outgoing.isEmpty else { return nil }
     let message = connection.outgoing.removeFirst()
     connections[wsi] = connection
@@ -51,7 +51,7 @@ struct EchoRoute {
   }
 
   /// Forgets a closed socket; its peer, to release.
-  mutating func close(_ wsi: OpaquePointer) -> PeerID? {
+  mutating func close(_ wsi: Wsi) -> PeerID? {
     connections.removeValue(forKey: wsi)?.peer
   }
 }

@@ -59,8 +59,8 @@ public final class ServiceQueue: Sendable {
   }
 
   /// Called on the service thread once the context exists.
-  func open(_ context: OpaquePointer) {
-    let address = UInt(bitPattern: context)
+  func open(_ context: LWSContext) {
+    let address = UInt(bitPattern: context.raw)
     state.withLock { state in
       state.contextAddress = address
       state.closed = false

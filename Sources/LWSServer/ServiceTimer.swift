@@ -12,7 +12,7 @@ final class ServiceTimer {
   private let fire: () -> Void
   private let sul: UnsafeMutablePointer<cds_timer_t>
   private var onLibev: LoopTimer?
-  private var context: OpaquePointer?
+  private var context: LWSContext?
   private var armed = false
 
   init(fire: @escaping () -> Void) {
@@ -24,7 +24,7 @@ final class ServiceTimer {
   deinit { sul.deallocate() }
 
   /// Binds the timer to a running context, and to its libev loop if it has one.
-  func attach(context: OpaquePointer, loop: LibevLoop?) {
+  func attach(context: LWSContext, loop: LibevLoop?) {
     self.context = context
     sul.pointee.user = Unmanaged.passUnretained(self).toOpaque()
     onLibev = loop.map { LoopTimer(loop: $0) { [unowned self] in fired() } }
@@ -42,7 +42,7 @@ final class ServiceTimer {
     if let onLibev {
       onLibev.schedule(afterMs: delay)
     } else if let context {
-      lws_sul_schedule(context, 0, &sul.pointee.sul, sulFired, lws_usec_t(max(0, delay)) * 1000)
+      lws_sul_schedule(context.raw, 0, &sul.pointee.sul, sulFired, lws_usec_t(max(0, delay)) * 1000)
     }
   }
 

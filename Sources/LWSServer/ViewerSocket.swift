@@ -2,7 +2,7 @@
 /// per `ConnectionID`, reset when the connection closes. Widest fields first,
 /// since every viewer has one.
 struct ViewerSocket {
-  var wsi: OpaquePointer?
+  var wsi: Wsi?
   /// Fragments received so far of the current message.
   var partialMessage: [UInt8] = []
   /// When it began waiting to be written (0: not waiting).

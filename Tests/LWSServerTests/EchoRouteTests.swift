@@ -4,7 +4,7 @@ import Testing
 @testable import LWSServer
 
 @Suite struct EchoRouteTests {
-  let wsi = OpaquePointer(bitPattern: 0x1000)!
+  let wsi = Wsi(raw: OpaquePointer(bitPattern: 0x1000)!)
 
   func receive(
     _ route: inout EchoRoute, _ text: String, binary: Bool = false, isFirst: Bool = true,
