@@ -18,6 +18,10 @@ public struct SequenceRequest: Sendable {
   public let presentedKeyHash: KeyHash?
   /// The service thread's time when the command was admitted.
   public let now: Int64
+  /// The command came with an API token (an HTTP request), which may command
+  /// any session: a sequencer that checks `presentedKeyHash` again skips
+  /// that check for it, rather than being sent the session's own hash.
+  public var authorisedByToken = false
   /// An HTTP command's `Idempotency-Key` (`IdempotencyKey.isValid`): a
   /// sequencer that finds the key's first answer for this session answers
   /// `.replayed` with it and applies nothing; otherwise it remembers the
@@ -26,7 +30,8 @@ public struct SequenceRequest: Sendable {
 
   public init(
     ticket: Ticket, session: String, command: SessionCommand, current: SessionRecord,
-    keyHash: KeyHash?, presentedKeyHash: KeyHash?, now: Int64, idempotencyKey: String? = nil
+    keyHash: KeyHash?, presentedKeyHash: KeyHash?, now: Int64, authorisedByToken: Bool = false,
+    idempotencyKey: String? = nil
   ) {
     self.ticket = ticket
     self.session = session
@@ -35,6 +40,7 @@ public struct SequenceRequest: Sendable {
     self.keyHash = keyHash
     self.presentedKeyHash = presentedKeyHash
     self.now = now
+    self.authorisedByToken = authorisedByToken
     self.idempotencyKey = idempotencyKey
   }
 }

@@ -4,23 +4,24 @@ extension Hub {
   /// retry gets the same bytes after a restart and on another instance.
   /// Nil for an outcome that is not remembered (`unavailable`, `forbidden`,
   /// …): that one is answered as any command's error is.
-  func keyedAnswer(_ outcome: SequenceOutcome) -> [UInt8]? {
-    IdempotentAnswer(outcome).map(requestAnswer)
+  func keyedAnswer(_ outcome: SequenceOutcome, id: CommandID?) -> [UInt8]? {
+    IdempotentAnswer(outcome).map { requestAnswer($0, id: id) }
   }
 
-  /// `{"type":"ack","seq":N,"state":{…}}` for an applied command: `seq` is
+  /// `{"type":"ack","id":…,"seq":N,"state":{…}}` for an applied command
+  /// (`id` is the retry's own, as the command's body gave it): `seq` is
   /// the session's seq as the command applied (any later snapshot's is at
   /// least that), `state` the session as the command left it at its time,
   /// as its record makes it (viewers are not remembered: 0, not stale). A
   /// refused command gets the error object.
-  public func requestAnswer(_ answer: IdempotentAnswer) -> [UInt8] {
+  public func requestAnswer(_ answer: IdempotentAnswer, id: CommandID? = nil) -> [UInt8] {
     switch answer {
     case .applied(let record):
       var machine = SessionStateMachine(config: sessionConfig, now: record.updatedAt)
       _ = machine.adopt(record, now: record.updatedAt)
-      return WireCodec.requestAck(seq: record.seq, state: machine.published)
+      return WireCodec.ack(id: id, seq: record.seq, state: machine.published)
     case .rejected(let code):
-      return WireCodec.error(CommandError(code, Self.explain(code)))
+      return WireCodec.error(CommandError(code, Self.explain(code), id: id))
     }
   }
 
@@ -38,18 +39,5 @@ extension Hub {
         serial: connections[handle].serial, id: nil, command: command,
         presented: presentedKeys[id], address: connectionAddresses[Int(id)],
         idempotencyKey: idempotencyKey), now: now)
-  }
-}
-
-extension WireCodec {
-  /// An HTTP command's ack: its seq and the state it left.
-  public static func requestAck(seq: UInt64, state: CountdownState) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 256)
-    writer.raw("{\"type\":\"ack\",\"seq\":")
-    writer.integer(seq)
-    writer.raw(",\"state\":")
-    writeFields(.all, of: state, to: &writer)
-    writer.raw("}")
-    return writer.bytes
   }
 }

@@ -106,6 +106,11 @@ public final class Hub {
     var address: AddressTable.Index
     /// A start holds a place in its address's count from dispatch to completion.
     var holdsAddressPlace = false
+    /// Set for a command from an HTTP request (`Hub+Requests.swift`): its
+    /// answer goes to `requestAnswers`, not to a connection.
+    var request: RequestID?
+    /// Presented an API token: may command any session in either mode.
+    var byToken = false
     /// An HTTP command's `Idempotency-Key` (`Hub+Idempotency.swift`).
     var idempotencyKey: String?
   }
@@ -185,6 +190,12 @@ public final class Hub {
   var dirtyConnections: [ConnectionID] = []
   var inFlight: [Ticket: PendingCommand] = [:]
   var waitingCommands: [SessionHandle: [Waiting]] = [:]
+  /// Every session's id in order, for the paged list (`Hub+Requests.swift`).
+  var sortedIDs = SortedIDs()
+  /// HTTP commands' rate limits, by client address and by token.
+  var requestLimits = RequestLimits()
+  /// Answers to HTTP commands, for the server to take after each call.
+  var requestAnswers: [(RequestID, RequestAnswer)] = []
   /// What only a cluster needs (`Hub+Cluster.swift`).
   var cluster = ClusterTables()
   /// The sequencer, when it counts viewers across instances.
@@ -268,26 +279,11 @@ public final class Hub {
         movingSeq(handle) { $0.skipSeq(pastPatchesSince: record, now: now) }
       }
     } else {
-      guard sessions.count < config.maxSessions,
-        config.control == .open || addresses.created(by: address) < config.maxSessionsPerAddress
-      else {
+      guard let created = createSession(id, from: address, now: now) else {
         addresses.release(address)
         return .refused(.tooManySessions)
       }
-      var keyHash: KeyHash?
-      if config.control == .key {
-        let key = ControllerKey.generate().hex
-        createdKey = key
-        keyHash = KeyHash(of: key)
-      }
-      let machine = SessionStateMachine(config: sessionConfig, now: now)
-      handle = insertSession(id, machine: machine, keyHash: keyHash)
-      if config.control == .key {
-        createdFrom[handle] = address
-        addresses.addCreated(address)
-      }
-      let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
-      sessions[handle].loading = load == .loading
+      (handle, createdKey) = created
     }
     if let since, since <= sessions[handle].machine.seq + Self.maxSinceLead {
       if sessions[handle].loading {
@@ -332,6 +328,32 @@ public final class Hub {
     transition(handle) { $0.viewersChanged(to: count, now: now) }
     dirtyConnections.append(id)
     return .joined(id)
+  }
+
+  /// A new session, as a first join (or command) makes it, within the
+  /// server's and the address's caps; in key mode with its new key.
+  func createSession(
+    _ id: String, from address: AddressTable.Index, now: Int64
+  ) -> (handle: SessionHandle, key: String?)? {
+    guard sessions.count < config.maxSessions,
+      config.control == .open || addresses.created(by: address) < config.maxSessionsPerAddress
+    else { return nil }
+    var createdKey: String?
+    var keyHash: KeyHash?
+    if config.control == .key {
+      let key = ControllerKey.generate().hex
+      createdKey = key
+      keyHash = KeyHash(of: key)
+    }
+    let machine = SessionStateMachine(config: sessionConfig, now: now)
+    let handle = insertSession(id, machine: machine, keyHash: keyHash)
+    if config.control == .key {
+      createdFrom[handle] = address
+      addresses.addCreated(address)
+    }
+    let load = sequencer.created(session: id, record: machine.record, keyHash: keyHash)
+    sessions[handle].loading = load == .loading
+    return (handle, createdKey)
   }
 
   /// A viewer's connection closed.
@@ -572,10 +594,10 @@ public final class Hub {
     // Authorised again now, not only on arrival: since then the key may have
     // been rotated, or a cluster found the session's key to be another.
     let presented =
-      connections.contains(pending.connection)
+      pending.request == nil && connections.contains(pending.connection)
         && connections[pending.connection].serial == pending.serial
       ? presentedKeys[pending.connection.index] : pending.presented
-    if config.control == .key {
+    if config.control == .key, !pending.byToken {
       guard let presented, sessionKey?.matches(presented) == true else {
         finish(pending, .rejected(.forbidden), now: now)
         return
@@ -598,7 +620,7 @@ public final class Hub {
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
-      now: now, idempotencyKey: pending.idempotencyKey)
+      now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
@@ -615,6 +637,7 @@ public final class Hub {
   ) {
     let op = pending.command.op.rawValue
     var answer: [UInt8]
+    var code: ErrorCode?
     var placeKept = false
     switch outcome {
     case .applied(let record):
@@ -628,26 +651,40 @@ public final class Hub {
       }
       if case .rotateKey(let keyHash) = pending.command, let key = pending.newKey {
         let alive =
-          connections.contains(pending.connection)
+          pending.request == nil && connections.contains(pending.connection)
           && connections[pending.connection].serial == pending.serial
         rekey(pending.session, to: keyHash, holder: alive ? (pending.connection.index, key) : nil)
       }
       stats.countCommand(op, result: "ok")
-      answer = WireCodec.ack(
-        id: pending.id, seq: sessions[pending.session].machine.seq, key: pending.newKey)
-    case .rejected(let code):
-      stats.countCommand(op, result: code.rawValue)
-      answer = WireCodec.error(CommandError(code, message ?? Self.explain(code), id: pending.id))
+      let machine = sessions[pending.session].machine
+      answer =
+        pending.request == nil
+        ? WireCodec.ack(id: pending.id, seq: machine.seq, key: pending.newKey)
+        : WireCodec.ack(
+          id: pending.id, seq: machine.seq, key: pending.newKey, state: machine.published)
+    case .rejected(let rejection):
+      code = rejection
+      stats.countCommand(op, result: rejection.rawValue)
+      answer = WireCodec.error(
+        CommandError(rejection, message ?? Self.explain(rejection), id: pending.id))
     case .unavailable(let message):
+      code = .unavailable
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
-    case .replayed:
+    case .replayed(let first):
       stats.countCommand(op, result: "replayed")
+      if case .rejected(let rejection) = first { code = rejection }
       answer = []
     }
-    if pending.idempotencyKey != nil { answer = keyedAnswer(outcome) ?? answer }
+    if pending.idempotencyKey != nil {
+      answer = keyedAnswer(outcome, id: pending.id) ?? answer
+    }
     if pending.holdsAddressPlace && !placeKept { addresses.removeSession(pending.address) }
     addresses.release(pending.address)
+    if let request = pending.request {
+      requestAnswers.append((request, RequestAnswer(code: code, body: answer)))
+      return
+    }
     // The commanding connection may have gone, and its slot been reused.
     guard connections.contains(pending.connection),
       connections[pending.connection].serial == pending.serial
@@ -753,6 +790,7 @@ public final class Hub {
       keyHashes[slot] = keyHash
     }
     sessionIndex[id] = handle
+    sortedIDs.insert(id)
     stats.sessionsCreated += 1
     stats.sessionsByPhase[machine.phase.index] += 1
     return handle
@@ -770,6 +808,7 @@ public final class Hub {
     if let address = createdFrom.removeValue(forKey: handle) { addresses.removeCreated(address) }
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
+    sortedIDs.remove(session.id)
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
     cluster.forget(handle)

@@ -1,6 +1,6 @@
 /// One session as a directory reads it, from where its state lives (a
 /// cluster's Redis): its record as it stands and its viewers everywhere.
-public struct SessionSummary: Equatable, Sendable {
+public struct DirectorySession: Equatable, Sendable {
   public var id: String
   /// The record as read (its `seq` the floor any instance may have reached).
   public var record: SessionRecord
@@ -24,10 +24,10 @@ public protocol SessionDirectory: AnyObject {
   /// range, `unavailable` when the cluster cannot be read.
   func listSessions(
     after: String?, limit: Int,
-    completion: @escaping (Result<[SessionSummary], ErrorCode>) -> Void)
+    completion: @escaping (Result<[DirectorySession], ErrorCode>) -> Void)
   /// One session, or nil when it has no state anywhere (it reads as idle).
   func readSession(
-    _ id: String, completion: @escaping (Result<SessionSummary?, ErrorCode>) -> Void)
+    _ id: String, completion: @escaping (Result<DirectorySession?, ErrorCode>) -> Void)
 }
 
 public enum SessionDirectoryLimits {
@@ -49,7 +49,7 @@ extension Hub {
   /// of it here would be: settled at `now`, seq past whatever any instance
   /// may have sent since the record was written. Nil: a session nobody
   /// commanded, read as idle.
-  public func snapshot(of summary: SessionSummary?, session: String, now: Int64) -> [UInt8] {
+  public func snapshot(reading summary: DirectorySession?, session: String, now: Int64) -> [UInt8] {
     var machine = SessionStateMachine(config: sessionConfig, now: now)
     if let summary {
       machine = SessionStateMachine(restoring: summary.record, config: sessionConfig, now: now)

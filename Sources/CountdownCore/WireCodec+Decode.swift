@@ -5,7 +5,7 @@ extension WireCodec {
   /// `text` in quotes for an error message: at most `maxEchoLength` Unicode
   /// scalars (not characters, since one character may join any number of
   /// scalars), with an ellipsis when cut.
-  static func echo(_ text: String) -> String {
+  public static func echo(_ text: String) -> String {
     let scalars = text.unicodeScalars
     guard scalars.count > maxEchoLength else { return "\"\(text)\"" }
     var cut = String.UnicodeScalarView()

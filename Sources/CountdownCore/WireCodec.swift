@@ -77,9 +77,12 @@ public enum WireCodec {
     return writer.bytes
   }
 
-  /// `{"type":"ack",...}`; a `rotate_key`'s ack carries the new key.
-  public static func ack(id: CommandID?, seq: UInt64, key: String? = nil) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: 48)
+  /// `{"type":"ack",...}`; a `rotate_key`'s ack carries the new key, and an
+  /// HTTP command's the state it left (a request has no snapshot to read).
+  public static func ack(
+    id: CommandID?, seq: UInt64, key: String? = nil, state: CountdownState? = nil
+  ) -> [UInt8] {
+    var writer = JSONWriter(reservingCapacity: state == nil ? 48 : 256)
     writer.raw("{\"type\":\"ack\",\"id\":")
     writeID(id, to: &writer)
     writer.raw(",\"seq\":")
@@ -87,6 +90,10 @@ public enum WireCodec {
     if let key {
       writer.raw(",\"key\":")
       writer.string(key)
+    }
+    if let state {
+      writer.raw(",\"state\":")
+      writeFields(.all, of: state, to: &writer)
     }
     writer.raw("}")
     return writer.bytes

@@ -15,6 +15,8 @@ private enum SocketTag {
   static let echo: Int32 = -2
   /// A plain HTTP answer whose body waits in `httpBodies`.
   static let httpBody: Int32 = -3
+  /// An `/api/v1` transaction (`CountdownServer+API.swift`).
+  static let api: Int32 = -4
 }
 
 private func server(of wsi: Wsi) -> CountdownServer {
@@ -120,15 +122,7 @@ private func peerAddress(_ wsi: Wsi) -> String {
 /// The upgrade request's facts, every header read whole. The peer is the
 /// client behind a trusted proxy, when there is one.
 private func readRequest(of wsi: Wsi) throws(HeaderError) -> UpgradeRequest {
-  let server = server(of: wsi)
-  let tcpPeer = peerAddress(wsi)
-  var peer = tcpPeer
-  if !server.config.trustedProxies.ranges.isEmpty {
-    let forwarded = try header(wsi, WSI_TOKEN_X_FORWARDED_FOR, "x-forwarded-for")
-    let client = server.config.trustedProxies.resolve(peer: tcpPeer, forwardedFor: forwarded)
-    if client.malformed { server.malformedForwardedFor(peer: tcpPeer) }
-    peer = client.address
-  }
+  let (peer, tcpPeer) = try clientPeer(wsi)
   let arguments = try urlArguments(wsi)
   var since: UInt64?
   if let text = try urlArgument("since", in: arguments) {
@@ -145,6 +139,97 @@ private func readRequest(of wsi: Wsi) throws(HeaderError) -> UpgradeRequest {
     version: try header(wsi, WSI_TOKEN_VERSION, "sec-websocket-version"),
     key: try header(wsi, WSI_TOKEN_KEY, "sec-websocket-key"),
     controllerKey: try urlArgument("key", in: arguments), since: since)
+}
+
+/// The client's address (behind a trusted proxy, the one it names), and the TCP peer's.
+private func clientPeer(_ wsi: Wsi) throws(HeaderError) -> (String, String) {
+  let server = server(of: wsi)
+  let tcpPeer = peerAddress(wsi)
+  guard !server.config.trustedProxies.ranges.isEmpty else { return (tcpPeer, tcpPeer) }
+  let forwarded = try header(wsi, WSI_TOKEN_X_FORWARDED_FOR, "x-forwarded-for")
+  let client = server.config.trustedProxies.resolve(peer: tcpPeer, forwardedFor: forwarded)
+  if client.malformed { server.malformedForwardedFor(peer: tcpPeer) }
+  return (client.address, tcpPeer)
+}
+
+/// A header lws does not know by name (`name` lowercased, with its colon).
+private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
+  let length = Int(lws_hdr_custom_length(wsi.raw, name, Int32(name.utf8.count)))
+  guard length >= 0 else { return nil }
+  guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
+  var buffer = [CChar](repeating: 0, count: length + 1)
+  let copied = lws_hdr_custom_copy(wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  guard copied >= 0, Int(copied) <= length else {
+    throw HeaderError(header: name, problem: .library(code: copied))
+  }
+  return try HeaderError.text(buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }, header: name)
+}
+
+/// The method and path of a request, from whichever method's token lws filled.
+private func methodAndPath(_ wsi: Wsi) -> (APIRequest.Method, String)? {
+  for (token, method) in [
+    (WSI_TOKEN_GET_URI, APIRequest.Method.get), (WSI_TOKEN_HEAD_URI, .head),
+    (WSI_TOKEN_POST_URI, .post), (WSI_TOKEN_OPTIONS_URI, .options),
+  ] where lws_hdr_total_length(wsi.raw, token) > 0 {
+    return (try? header(wsi, token, "path")).flatMap { $0.map { (method, $0) } }
+  }
+  return nil
+}
+
+private func isAPIPath(_ path: String) -> Bool {
+  path == APIRequest.prefix || path.hasPrefix(APIRequest.prefix + "/")
+}
+
+/// An `/api/v1` request's headers, every one read whole.
+private func readAPIRequest(
+  _ wsi: Wsi, method: APIRequest.Method, path: String
+) throws(HeaderError) -> APIRequest {
+  APIRequest(
+    method: method, path: path, query: try urlArguments(wsi),
+    contentType: try header(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, "content-type"),
+    contentLength: try header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, "content-length"),
+    authorization: try header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, "authorization"),
+    origin: try header(wsi, WSI_TOKEN_ORIGIN, "origin"),
+    host: try header(wsi, WSI_TOKEN_HOST, "host"),
+    idempotencyKey: try customHeader(wsi, "idempotency-key:"),
+    lastEventID: try customHeader(wsi, "last-event-id:"))
+}
+
+/// Does what the API asks: an answer written whole ends the transaction
+/// (HTTP/1.1 keep-alive goes on), or closes when a body was left unread.
+private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
+  switch step {
+  case .readBody, .wait:
+    return 0
+  case .events:
+    // The SSE stream (helper N) opens here; until then there is none.
+    return perform(wsi, .write(APIResponse(.notFound).bytes(extra: []), close: false))
+  case .write(let bytes, let close):
+    setTag(wsi, 0)
+    guard server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
+    if close { return 1 }
+    return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
+  }
+}
+
+/// LWS_CALLBACK_HTTP for `/api/v1`.
+private func beginAPI(_ wsi: Wsi, method: APIRequest.Method, path: String) -> Int32 {
+  let server = server(of: wsi)
+  let request: APIRequest
+  let peer: String
+  do throws(HeaderError) {
+    request = try readAPIRequest(wsi, method: method, path: path)
+    peer = try clientPeer(wsi).0
+  } catch {
+    server.unreadable(error, peer: peerAddress(wsi))
+    let refusal =
+      error.header == "origin"
+      ? APIRefusal.forbidden("the Origin header could not be read")
+      : .badHeader("the \(error.header) header could not be read")
+    return perform(wsi, .write(APIResponse(refusal, close: true).bytes(extra: []), close: true))
+  }
+  setTag(wsi, SocketTag.api)
+  return perform(wsi, server.apiBegin(wsi, request, peer: peer))
 }
 
 private func close(_ wsi: Wsi, _ directive: CloseDirective) -> Int32 {
@@ -338,10 +423,12 @@ func httpCallback(
     // Everything here is read-only: lws would otherwise serve a file for a
     // POST. The one exception is the origin check, a POST without a body,
     // since that is what makes a browser send its Origin.
+    // The API takes POST (commands) and OPTIONS (CORS preflights) too.
     guard
       lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
         || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0
         || isOriginCheck(wsi)
+        || methodAndPath(wsi).map({ isAPIPath($0.1) }) == true
     else {
       // Non-zero makes lws close the connection once the answer is written.
       return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")
@@ -353,6 +440,11 @@ func httpCallback(
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
     let server = server(of: wsi)
+    if let (method, path) = methodAndPath(wsi), isAPIPath(path),
+      lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    {
+      return beginAPI(wsi, method: method, path: path)
+    }
     let path =
       (try? header(wsi, WSI_TOKEN_GET_URI, "path") ?? header(wsi, WSI_TOKEN_HEAD_URI, "path")
         ?? header(wsi, WSI_TOKEN_POST_URI, "path")) ?? nil
@@ -390,7 +482,19 @@ func httpCallback(
       wsi, status: answer.status, type: answer.type, length: answer.body.count,
       cacheControl: answer.cacheControl) ? 0 : -1
 
+  case LWS_CALLBACK_HTTP_BODY:
+    guard tag(wsi) == SocketTag.api else { break }
+    let chunk = UnsafeRawBufferPointer(start: input, count: length)
+    return server(of: wsi).apiBody(wsi, chunk).map { perform(wsi, $0) } ?? 0
+
+  case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+    guard tag(wsi) == SocketTag.api else { break }
+    return perform(wsi, server(of: wsi).apiBodyComplete(wsi))
+
   case LWS_CALLBACK_HTTP_WRITEABLE:
+    if tag(wsi) == SocketTag.api, let bytes = server(of: wsi).apiWritable(wsi) {
+      return perform(wsi, .write(bytes, close: false))
+    }
     guard tag(wsi) == SocketTag.httpBody else { break }
     setTag(wsi, 0)
     let server = server(of: wsi)
@@ -400,6 +504,7 @@ func httpCallback(
 
   case LWS_CALLBACK_CLOSED_HTTP:
     if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
+    if tag(wsi) == SocketTag.api { server(of: wsi).apiClosed(wsi) }
 
   default:
     break

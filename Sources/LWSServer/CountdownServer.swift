@@ -61,6 +61,8 @@ public final class CountdownServer {
   var qrCodes = QRCodeAnswers()
   /// Bodies of HTTP answers waiting for their connection to be writable.
   var httpBodies: [Wsi: [UInt8]] = [:]
+  /// `/api/v1` transactions and their answers (`CountdownServer+API.swift`).
+  var api = APITable()
   /// The bound port of the `--metrics-port` listener.
   public private(set) var metricsListenPort: Int?
   /// That listener's vhost, which serves no WebSocket.
@@ -149,6 +151,7 @@ public final class CountdownServer {
     info.protocols = UnsafePointer(makeProtocols())
     info.mounts = UnsafePointer(makeMounts())
     notFoundPage = Self.readFile(config.publicDirectory + "/404.html")
+    api.document = Self.readFile(config.publicDirectory + "/" + Self.openAPIFile)
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
     info.timeout_secs = UInt32(config.headerTimeoutSeconds)
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
@@ -460,6 +463,7 @@ public final class CountdownServer {
       }
     }
     writeNow.removeAll(keepingCapacity: true)
+    deliverAPIAnswers()
     armTimer()
   }
 
@@ -581,7 +585,7 @@ public final class CountdownServer {
     let filesMount = retain([files])
 
     let endpoints =
-      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath]
+      ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, APIRequest.prefix]
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }

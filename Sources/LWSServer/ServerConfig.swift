@@ -22,6 +22,8 @@ public struct ServerConfig: Sendable {
   public var maxConnectionsPerIP: Int = 4096
   /// Origins allowed to open a WebSocket besides the server's own; "*" allows any.
   public var allowedOrigins: [String] = []
+  /// Bearer tokens of `--api-token-file`, for the HTTP API.
+  public var apiTokens = APITokens()
   /// Peers whose X-Forwarded-For names the client (`--trusted-proxy`).
   public var trustedProxies = TrustedProxies()
   /// Serve the test-only echo route `/echo` (for the Autobahn conformance suite).

@@ -29,6 +29,9 @@ enum CommandCall {
     case nonce
     /// The hash of the key the commanding connection holds ('' in open mode).
     case presented
+    /// '1' for a command authorised by an API token, which passes the key
+    /// check without a key ('' otherwise).
+    case byToken
     /// `SessionCommand.fingerprint`, kept with an idempotency key's answer.
     case fingerprint
 
@@ -49,6 +52,7 @@ enum CommandCall {
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
         channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
+        byToken: request.authorisedByToken,
         fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint)
   }
 
@@ -57,7 +61,7 @@ enum CommandCall {
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
     channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
-    fingerprint: String = ""
+    byToken: Bool = false, fingerprint: String = ""
   ) -> [String] {
     let operands = operands(of: command)
     return Slot.allCases.map { slot in
@@ -79,6 +83,7 @@ enum CommandCall {
       case .deadline: deadline.map(String.init) ?? ""
       case .nonce: nonce
       case .presented: presented?.hex ?? ""
+      case .byToken: byToken ? "1" : ""
       case .fingerprint: fingerprint
       }
     }

@@ -314,11 +314,14 @@ public enum FunctionLibrary {
     -- (ms) at which the caller still waits for the answer, the command's nonce,
     -- kept with the session when it applies so that a caller whose reply was
     -- lost can tell (resolve), and the hash of the key the commanding connection
-    -- holds ('' in open mode).
+    -- holds ('' in open mode), and '1' when an API token authorised the
+    -- command: it may command any session, and passes the key check without
+    -- a key (an instance never sends a session's own hash back for it); then
+    -- the command's fingerprint, kept with an idempotency key's answer.
     local ARG = {
       epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
       phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
-      deadline = 14, nonce = 15, presented = 16, fingerprint = 17,
+      deadline = 14, nonce = 15, presented = 16, byToken = 17, fingerprint = 18,
     }
 
     -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}
@@ -343,6 +346,7 @@ public enum FunctionLibrary {
       local other = check_epoch(keys[2], epoch)
       if other then return {'epoch', other} end
       local presented = args[ARG.presented] or ''
+      local by_token = args[ARG.byToken] == '1'
       local r, damage, f = read(keys[1])
       local nonce = args[ARG.nonce] or ''
       -- A caller that lost the reply has asked already, and answered that this
@@ -376,9 +380,11 @@ public enum FunctionLibrary {
         base.voided = f and f.voided
         r = base
       end
-      if r.key and r.key ~= presented then return {'rejected', 'forbidden'} end
+      if r.key and r.key ~= presented and not by_token then return {'rejected', 'forbidden'} end
       -- Only key mode has keys: an open-mode caller must not make a session keyed.
-      if op == 'rotate_key' and presented == '' then return {'rejected', 'bad_request'} end
+      if op == 'rotate_key' and not r.key and presented == '' then
+        return {'rejected', 'bad_request'}
+      end
       local idem, fingerprint = keys[5], args[ARG.fingerprint] or ''
       if idem then
         local first = redis.call('HMGET', idem, 'fingerprint', 'line', 'code')

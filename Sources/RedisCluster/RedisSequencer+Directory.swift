@@ -9,7 +9,7 @@ import CountdownCore
 extension RedisSequencer: SessionDirectory {
   public func listSessions(
     after: String?, limit: Int,
-    completion: @escaping (Result<[SessionSummary], ErrorCode>) -> Void
+    completion: @escaping (Result<[DirectorySession], ErrorCode>) -> Void
   ) {
     guard SessionDirectoryLimits.isValid(after: after, limit: limit) else {
       completion(.failure(.badRequest))
@@ -34,7 +34,7 @@ extension RedisSequencer: SessionDirectory {
   }
 
   public func readSession(
-    _ id: String, completion: @escaping (Result<SessionSummary?, ErrorCode>) -> Void
+    _ id: String, completion: @escaping (Result<DirectorySession?, ErrorCode>) -> Void
   ) {
     guard SessionID.isValid(id) else {
       completion(.failure(.badRequest))
@@ -46,7 +46,7 @@ extension RedisSequencer: SessionDirectory {
   /// One `countdown_v2_peek` for `sessions`: each one's summary, or nil
   /// when it has no hash (or a damaged one, logged).
   private func peek(
-    _ sessions: [String], then done: @escaping (Result<[SessionSummary?], ErrorCode>) -> Void
+    _ sessions: [String], then done: @escaping (Result<[DirectorySession?], ErrorCode>) -> Void
   ) {
     var keys = [Self.sessionsKey, Self.positionKey]
     for session in sessions { keys += [Self.sessionKey(session), Self.viewerKey(session)] }
@@ -62,13 +62,13 @@ extension RedisSequencer: SessionDirectory {
     if !sent { done(.failure(.unavailable)) }
   }
 
-  private static func summary(_ session: String, _ row: RedisReply) -> SessionSummary? {
+  private static func summary(_ session: String, _ row: RedisReply) -> DirectorySession? {
     guard let parts = row.elements, parts.count == 2, let line = parts[0].text, !line.isEmpty,
       let message = RecordMessage.parse(line), message.session == session,
       let record = RecordDamage.accepted(message, from: "read")
     else { return nil }
     let viewers = parts[1].text.flatMap { Int($0) }.map { min(max($0, 0), Int(Int32.max)) } ?? 0
-    return SessionSummary(id: session, record: record, viewers: viewers)
+    return DirectorySession(id: session, record: record, viewers: viewers)
   }
 
   /// Sends on the commands connection when the cluster is live; the handler

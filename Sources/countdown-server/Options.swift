@@ -28,6 +28,8 @@ struct Options {
   /// The file holding Redis's AUTH password; the password itself is read at
   /// start-up and never kept here, shown or logged.
   var redisPasswordFile: String?
+  /// The file `server.apiTokens` was read from (the tokens are never shown).
+  var apiTokenFile: String?
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -250,6 +252,21 @@ extension Options {
       },
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),
+
+    OptionSpec(
+      flag: "--api-token-file", valueName: "PATH", section: .limits,
+      help: "Bearer tokens for the HTTP API, one a line (at least\n"
+        + "16 printable characters, no spaces): each may command\nand read any session, and list them.",
+      apply: { o, v, n throws(UsageError) in
+        let path = try parseNonEmpty(v, n)
+        do throws(APITokens.ParseError) {
+          o.server.apiTokens = try APITokens(file: path)
+          o.apiTokenFile = v
+        } catch {
+          throw UsageError(message: "\(n) \(v): \(error.description)")
+        }
+      },
+      show: { $0.apiTokenFile ?? "" }),
 
     OptionSpec(
       flag: "--trusted-proxy", valueName: "CIDR", section: .limits,

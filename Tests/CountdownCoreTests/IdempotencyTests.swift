@@ -75,7 +75,7 @@ final class HoldingStore: SessionStore {
     #expect(first.count == 1)
     #expect(first == second)
     let ack = try #require(first.first)
-    #expect(ack.hasPrefix(#"{"type":"ack","seq":"#))
+    #expect(ack.hasPrefix(#"{"type":"ack","id":null,"seq":"#))
     #expect(ack.contains(#""phase":"running""#))
     #expect(ack.contains(#""endsAt":\#(t0 + 10 + 60_000)"#))
     #expect(hub.record(of: "s")?.revision == 1)
@@ -271,7 +271,7 @@ final class HoldingStore: SessionStore {
     let text = String(decoding: one, as: UTF8.self)
     #expect(
       text
-        == #"{"type":"ack","seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false}}"#
+        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false}}"#
     )
   }
 }

@@ -63,7 +63,7 @@ import Testing
     let onB = viewer(b, "s")
     let start = SessionCommand.start(.seconds(120), finishedLabel: "Fini")
     let first = try #require(answer(a, onA, start, key: "deploy 42"))
-    #expect(first.hasPrefix(#"{"type":"ack","seq":"#))
+    #expect(first.hasPrefix(#"{"type":"ack","id":null,"seq":"#))
     #expect(first.contains(#""phase":"running""#))
     let retry = answer(b, onB, start, key: "deploy 42")
     #expect(retry == first)
@@ -140,8 +140,8 @@ import Testing
           == true)
     }
     _ = viewer(a, "watched-only")
-    func list(after: String?, limit: Int) -> Result<[SessionSummary], ErrorCode>? {
-      var result: Result<[SessionSummary], ErrorCode>?
+    func list(after: String?, limit: Int) -> Result<[DirectorySession], ErrorCode>? {
+      var result: Result<[DirectorySession], ErrorCode>?
       a.sequencer.listSessions(after: after, limit: limit) { result = $0 }
       waitFor(loop, "the list") { result != nil }
       return result
@@ -190,8 +190,8 @@ import Testing
     let onA = viewer(a, "held-by-a")
     #expect(
       answer(a, onA, .start(.seconds(300), finishedLabel: nil), key: nil)?.contains("ack") == true)
-    func read(_ id: String) -> Result<SessionSummary?, ErrorCode>? {
-      var result: Result<SessionSummary?, ErrorCode>?
+    func read(_ id: String) -> Result<DirectorySession?, ErrorCode>? {
+      var result: Result<DirectorySession?, ErrorCode>?
       b.sequencer.readSession(id) { result = $0 }
       waitFor(loop, "the read") { result != nil }
       return result
@@ -201,7 +201,7 @@ import Testing
     #expect(summary.record.endsAt == a.hub.record(of: "held-by-a")?.endsAt)
     #expect(b.hub.record(of: "held-by-a") == nil)
     let snapshot = String(
-      decoding: b.hub.snapshot(of: summary, session: "held-by-a", now: now()), as: UTF8.self)
+      decoding: b.hub.snapshot(reading: summary, session: "held-by-a", now: now()), as: UTF8.self)
     #expect(
       snapshot.hasPrefix(#"{"type":"snapshot","session":"held-by-a","epoch":"\#(epoch)","seq":"#))
     #expect(snapshot.contains(#""phase":"running""#))
@@ -212,7 +212,7 @@ import Testing
       try redis.blocking().command(["EXISTS", RedisSequencer.sessionKey("nobody")]) == .integer(0))
     #expect(read("no/such").map { (try? $0.get()) == nil } == true)
     let idle = String(
-      decoding: b.hub.snapshot(of: nil, session: "nobody", now: now()), as: UTF8.self)
+      decoding: b.hub.snapshot(reading: nil, session: "nobody", now: now()), as: UTF8.self)
     #expect(idle.contains(#""phase":"idle""#))
   }
 }

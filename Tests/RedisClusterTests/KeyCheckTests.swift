@@ -9,7 +9,7 @@ import Testing
 func commandCall(
   _ client: BlockingRedis, _ session: String, _ command: SessionCommand,
   base: SessionRecord.Fields = SessionRecord.Fields(), presented: KeyHash? = nil,
-  epoch: String = "E"
+  epoch: String = "E", byToken: Bool = false
 ) throws -> [String] {
   let reply = try client.command(
     [
@@ -18,7 +18,7 @@ func commandCall(
     ]
       + CommandCall.arguments(
         command, base: base, session: session, epoch: epoch, channel: "countdown:changes:0",
-        presented: presented))
+        presented: presented, byToken: byToken))
   return reply.elements?.compactMap(\.text) ?? []
 }
 
@@ -62,6 +62,28 @@ func openCall(_ client: BlockingRedis, _ session: String, key: KeyHash?) throws 
     #expect(try commandCall(client, "k", .cancel, presented: other) == ["rejected", "forbidden"])
     #expect(
       try client.command(["HGET", RedisSequencer.sessionKey("k"), "phase"]).text == "running")
+  }
+
+  /// A command an API token authorised passes the key check with no key
+  /// presented, rotation included; without the flag the same call is refused.
+  @Test func tokenFlagPassesTheKeyCheck() throws {
+    _ = try openCall(client, "tk", key: key)
+    #expect(
+      try commandCall(client, "tk", .start(.seconds(60), finishedLabel: nil)) == [
+        "rejected", "forbidden",
+      ])
+    let ok = try commandCall(
+      client, "tk", .start(.seconds(60), finishedLabel: nil), byToken: true)
+    #expect(ok.first == "ok")
+    #expect(try commandCall(client, "tk", .rotateKey(other), byToken: true).first == "ok")
+    #expect(
+      try client.command(["HGET", RedisSequencer.sessionKey("tk"), "key"]).text == other.hex)
+    // A token cannot make an open-mode session keyed either.
+    _ = try openCall(client, "to", key: nil)
+    #expect(
+      try commandCall(client, "to", .rotateKey(other), byToken: true) == [
+        "rejected", "bad_request",
+      ])
   }
 
   /// A session without a key (open mode) takes commands whatever is

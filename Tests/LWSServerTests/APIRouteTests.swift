@@ -1,0 +1,129 @@
+import CountdownCore
+import Testing
+
+@testable import LWSServer
+
+/// The pure half of `/api/v1`: routes, header checks, tokens and CORS.
+@Suite struct APIRouteTests {
+  func route(_ method: APIRequest.Method, _ path: String, query: [String] = []) -> APIRoute {
+    APIRoute.of(APIRequest(method: method, path: path, query: query))
+  }
+
+  /// Each endpoint takes its method; others get 405 with Allow; OPTIONS is a preflight.
+  @Test func routesByMethodAndPath() {
+    #expect(route(.get, "/api/v1/sessions/abc") == .read(session: "abc"))
+    #expect(route(.head, "/api/v1/sessions/abc") == .read(session: "abc"))
+    #expect(route(.post, "/api/v1/sessions/abc/commands") == .command(session: "abc"))
+    #expect(route(.get, "/api/v1/sessions/abc/events") == .events(session: "abc"))
+    #expect(route(.get, "/api/v1/openapi.json") == .openAPI)
+    #expect(route(.get, "/api/v1/sessions") == .list(after: nil, limit: 100))
+    #expect(route(.post, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
+    #expect(route(.get, "/api/v1/sessions/abc/commands") == .refuse(.methodNotAllowed(allow: "POST")))
+    #expect(route(.options, "/api/v1/sessions/abc/commands") == .preflight(methods: "POST"))
+    #expect(route(.other, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
+  }
+
+  /// Unknown paths, bad session ids and trailing parts are 404, never another route.
+  @Test func unknownPathsAreNotFound() {
+    for path in [
+      "/api/v1", "/api/v1/", "/api/v1x", "/api/v1/sessions/", "/api/v1/sessions/a b",
+      "/api/v1/sessions/" + String(repeating: "a", count: 65), "/api/v1/sessions/abc/",
+      "/api/v1/sessions/abc/commands/x", "/api/v1/sessions/../x", "/api/v2/sessions/abc",
+    ] {
+      #expect(route(.get, path) == .refuse(.notFound), "\(path)")
+    }
+  }
+
+  /// The list's limit is 1–1000 and its arguments are known and not repeated.
+  @Test func listQueryEdges() {
+    #expect(route(.get, "/api/v1/sessions", query: ["limit=1000", "after=b"]) == .list(after: "b", limit: 1000))
+    for query in [
+      ["limit=0"], ["limit=1001"], ["limit=-1"], ["limit=9223372036854775808"], ["limit=1e3"],
+      ["limit="], ["after=a b"], ["after="], ["limit=1", "limit=2"], ["page=2"],
+    ] {
+      guard case .refuse(.badQuery) = route(.get, "/api/v1/sessions", query: query) else {
+        Issue.record("\(query) was not refused")
+        continue
+      }
+    }
+  }
+
+  /// application/json with at most a UTF-8 charset; anything else is 415's.
+  @Test func contentTypes() {
+    for good in ["application/json", "Application/JSON", "application/json; charset=utf-8", "application/json;charset=\"UTF-8\""] {
+      #expect(APICommandHeaders.isJSON(good), "\(good)")
+    }
+    for bad in [nil, "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx", "application/json; boundary=1"] {
+      #expect(!APICommandHeaders.isJSON(bad), "\(String(describing: bad))")
+    }
+  }
+
+  /// Content-Length over the cap is refused before the body is read; junk is 400.
+  @Test func contentLengths() {
+    #expect(APICommandHeaders.length("4096", maxBytes: 4096) == .success(4096))
+    #expect(APICommandHeaders.length("4097", maxBytes: 4096) == .failure(.tooLarge))
+    #expect(APICommandHeaders.length("18446744073709551616", maxBytes: 4096) == .failure(.tooLarge))
+    #expect(APICommandHeaders.length(nil, maxBytes: 4096) == .failure(.lengthRequired))
+    guard case .failure(.badHeader) = APICommandHeaders.length("-1", maxBytes: 4096) else {
+      Issue.record("-1 accepted")
+      return
+    }
+  }
+
+  /// Idempotency keys are 1–255 printable ASCII characters.
+  @Test func idempotencyKeys() {
+    #expect(APICommandHeaders.idempotencyKey(String(repeating: "k", count: 255)) == .success(String(repeating: "k", count: 255)))
+    for bad in ["", String(repeating: "k", count: 256), "a b", "é"] {
+      guard case .failure = APICommandHeaders.idempotencyKey(bad) else {
+        Issue.record("\(bad) accepted")
+        continue
+      }
+    }
+  }
+
+  /// Only listed origins get CORS headers; preflights name the methods and headers.
+  @Test func corsOnlyForListedOrigins() {
+    let cors = CORSPolicy(allowed: ["https://deck.example"])
+    #expect(cors.headers(origin: "https://deck.example").contains { $0.0 == "access-control-allow-origin" })
+    #expect(!cors.headers(origin: "https://evil.example").contains { $0.0 == "access-control-allow-origin" })
+    let preflight = cors.preflightHeaders(origin: "https://deck.example", methods: "POST")
+    #expect(preflight.contains { $0 == ("access-control-allow-methods", "POST") })
+    #expect(preflight.contains { $0.0 == "access-control-allow-headers" && $0.1.contains("idempotency-key") })
+  }
+
+  /// Statuses follow PLAN18's map; 429 and 503 carry Retry-After.
+  @Test func statusMap() {
+    #expect(APIResponse.status(of: nil) == 200)
+    #expect(APIResponse.status(of: .busy) == 409)
+    #expect(APIResponse.status(of: .forbidden) == 403)
+    let limited = APIResponse(answer: RequestAnswer(code: .rateLimited, body: []))
+    #expect(limited.status == 429 && limited.headers.contains { $0.0 == "retry-after" })
+    let full = APIResponse(answer: RequestAnswer(code: .tooManySessions, body: []))
+    #expect(full.status == 503 && full.headers.contains { $0.0 == "retry-after" })
+  }
+}
+
+/// `--api-token-file`'s tokens.
+@Suite struct APITokensTests {
+  /// Blank lines are skipped and each token is found by its index; near misses are not.
+  @Test func parsesAndMatches() throws {
+    let tokens = try APITokens(parsing: Array("\nfirst-token-0123456\r\n\n  \nsecond-token-abcdef\n".utf8))
+    #expect(tokens.count == 2)
+    #expect(tokens.match("first-token-0123456") == 0)
+    #expect(tokens.match("second-token-abcdef") == 1)
+    for miss in ["first-token-012345", "first-token-01234567", "", "second-token-abcdeF"] {
+      #expect(tokens.match(miss) == nil)
+    }
+    #expect(!tokens.description.contains("first"))
+  }
+
+  /// Short tokens, spaces inside, and an empty file refuse to start.
+  @Test func refusesBadFiles() {
+    #expect(throws: APITokens.ParseError.tooShort(line: 1)) { try APITokens(parsing: Array("short\n".utf8)) }
+    #expect(throws: APITokens.ParseError.notPrintable(line: 2)) {
+      try APITokens(parsing: Array("good-token-0123456\nhas a space in it ok\n".utf8))
+    }
+    #expect(throws: APITokens.ParseError.none) { try APITokens(parsing: Array("\n\n".utf8)) }
+    #expect(throws: APITokens.ParseError.self) { try APITokens(file: "/nonexistent/tokens") }
+  }
+}
