@@ -8,12 +8,13 @@ public enum IdempotencyKey {
   public static let keepMs: Int64 = 86_400_000
   public static let maxLength = 255
 
-  /// 1 to 255 printable ASCII characters (space to `~`): what a header may
-  /// carry without escaping, and what a log line, a SQLite key and a Redis
-  /// key name take as they are.
+  /// 1 to 255 visible ASCII characters (`!` to `~`, no space): what a
+  /// header carries without escaping or trimming, and what a log line, a
+  /// SQLite key and a Redis key name take as they are. The HTTP layer and
+  /// the OpenAPI document (`^[!-~]+$`) check the same.
   public static func isValid(_ key: String) -> Bool {
     let bytes = key.utf8
-    return (1...maxLength).contains(bytes.count) && bytes.allSatisfy { (0x20...0x7E).contains($0) }
+    return (1...maxLength).contains(bytes.count) && bytes.allSatisfy { (0x21...0x7E).contains($0) }
   }
 }
 
@@ -89,7 +90,9 @@ public struct IdempotencyEntry: Equatable, Sendable {
   /// Why an entry from outside (a row) cannot be taken, or nil.
   public var damage: String? {
     guard SessionID.isValid(session) else { return "the session is not a session id" }
-    guard IdempotencyKey.isValid(key) else { return "the key is not 1 to 255 printable ASCII" }
+    guard IdempotencyKey.isValid(key) else {
+      return "the key is not 1 to 255 visible ASCII characters"
+    }
     guard SessionCommand.isFingerprint(fingerprint) else { return "the fingerprint is not one" }
     guard SessionRecord.epochMsRange.contains(at) else { return "at \(at) out of range" }
     switch answer {

@@ -137,7 +137,9 @@ final class HoldingStore: SessionStore {
     }
     #expect(hub.record(of: "s")?.revision == 0)
     #expect(IdempotencyKey.isValid(String(repeating: "~", count: 255)))
-    #expect(IdempotencyKey.isValid(" "))
+    #expect(IdempotencyKey.isValid("!"))
+    #expect(!IdempotencyKey.isValid(" "))
+    #expect(!IdempotencyKey.isValid("a b"))
   }
 
   /// With a store that completes later, a retry sent while the first is in flight waits and is replayed: one write, the same bytes.

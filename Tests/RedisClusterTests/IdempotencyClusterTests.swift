@@ -62,19 +62,19 @@ import Testing
     let onA = viewer(a, "s")
     let onB = viewer(b, "s")
     let start = SessionCommand.start(.seconds(120), finishedLabel: "Fini")
-    let first = try #require(answer(a, onA, start, key: "deploy 42"))
+    let first = try #require(answer(a, onA, start, key: "deploy-42"))
     #expect(first.hasPrefix(#"{"type":"ack","id":null,"seq":"#))
     #expect(first.contains(#""phase":"running""#))
-    let retry = answer(b, onB, start, key: "deploy 42")
+    let retry = answer(b, onB, start, key: "deploy-42")
     #expect(retry == first)
     #expect(try revision("s") == "1")
     // Once more on A, and the same key for another command is refused.
-    #expect(answer(a, onA, start, key: "deploy 42") == first)
-    let other = answer(b, onB, .start(.seconds(5), finishedLabel: nil), key: "deploy 42")
+    #expect(answer(a, onA, start, key: "deploy-42") == first)
+    let other = answer(b, onB, .start(.seconds(5), finishedLabel: nil), key: "deploy-42")
     #expect(other?.contains(#""code":"bad_request""#) == true)
     #expect(try revision("s") == "1")
     let ttl = try redis.blocking().command([
-      "PTTL", RedisSequencer.idempotencyKey("s", "deploy 42"),
+      "PTTL", RedisSequencer.idempotencyKey("s", "deploy-42"),
     ])
     guard case .integer(let left) = ttl else {
       Issue.record("no TTL: \(ttl)")

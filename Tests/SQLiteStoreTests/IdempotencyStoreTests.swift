@@ -28,7 +28,7 @@ import Testing
     let record = SessionRecord(
       .running(endsAt: t0 + 60_000), duration: 60, finishedLabel: "Fini ✓", seq: 9, revision: 4,
       updatedAt: t0)
-    let applied = entry("talk", "retry-me ~!", .applied(record), at: t0)
+    let applied = entry("talk", "retry-me~!", .applied(record), at: t0)
     let refused = entry("talk", "c", .rejected(.notRunning), at: t0 + 1, fingerprint: "cancel")
     let key = KeyHash(of: "controller")
     fixture.store.write(.remember(applied, keyHash: key, ticket: Ticket(1)))
@@ -44,7 +44,7 @@ import Testing
     let (answers, damaged) = try reopened.loadAnswers(now: t0 + 2)
     #expect(damaged.isEmpty)
     #expect(answers.count == 2)
-    #expect(answers.lookup(session: "talk", key: "retry-me ~!", now: t0 + 2) == applied)
+    #expect(answers.lookup(session: "talk", key: "retry-me~!", now: t0 + 2) == applied)
     #expect(answers.lookup(session: "talk", key: "c", now: t0 + 2) == refused)
   }
 
