@@ -34,9 +34,10 @@ public enum SessionDirectoryLimits {
   /// The most sessions one list answer holds.
   public static let maxListLimit = 1000
 
-  /// Whether a list request's bounds may be asked of a directory.
+  /// Whether a list request's bounds may be asked of a directory: one more
+  /// than a page may be, to tell whether a next page exists.
   public static func isValid(after: String?, limit: Int) -> Bool {
-    (1...maxListLimit).contains(limit) && after.map(SessionID.isValid) != false
+    (1...maxListLimit + 1).contains(limit) && after.map(SessionID.isValid) != false
   }
 }
 
@@ -57,5 +58,14 @@ extension Hub {
     }
     return WireCodec.snapshot(
       session: session, epoch: epoch, seq: machine.seq, serverTime: now, state: machine.published)
+  }
+}
+
+extension DirectorySession {
+  /// Its line in the paged session list, as it stands at `now`.
+  public func summary(now: Int64) -> SessionSummary {
+    let settled = record.settled(at: now)
+    return SessionSummary(
+      id: id, phase: settled.phase, viewers: viewers, endsAt: settled.endsAt)
   }
 }

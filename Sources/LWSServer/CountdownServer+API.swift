@@ -41,6 +41,8 @@ extension CountdownServer {
 
   /// Headers every API answer carries: lws's security headers and, for an
   /// allowed origin, CORS.
+  func apiHeaders(_ origin: String?) -> [(String, String)] { extra(origin) }
+
   private func extra(_ origin: String?) -> [(String, String)] {
     cors.headers(origin: origin) + [
       ("content-security-policy", "default-src 'none'; frame-ancestors 'none'"),
@@ -78,6 +80,9 @@ extension CountdownServer {
       // The SSE stream is CountdownServer+EventStream.swift's (helper N).
       return refuse(.notFound)
     case .read(let session):
+      if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
+        return step
+      }
       return write(APIResponse(status: 200, body: read(session)), request)
     case .list(let after, let limit):
       switch APICommandHeaders.bearer(request.authorization) {
@@ -87,6 +92,11 @@ extension CountdownServer {
         guard config.apiTokens.match(bearer) != nil else {
           return refuse(.forbidden("the bearer token is not accepted"))
         }
+      }
+      if request.method != .head,
+        let step = clusterList(wsi, after: after, limit: limit, request, peer: peer)
+      {
+        return step
       }
       return write(APIResponse(status: 200, body: listBody(after: after, limit: limit)), request)
     case .command(let session):
@@ -200,7 +210,12 @@ extension CountdownServer {
   /// null on the last. In a cluster the index the command function keeps
   /// answers instead (helper I's seam).
   func listBody(after: String?, limit: Int) -> [UInt8] {
-    let page = hub.sessionPage(after: after, limit: limit + 1)
+    listBody(page: hub.sessionPage(after: after, limit: limit + 1), limit: limit)
+  }
+
+  /// The list from a page of up to `limit + 1` sessions (the last one only
+  /// says that a next page exists).
+  func listBody(page: [SessionSummary], limit: Int) -> [UInt8] {
     var json = JSONWriter()
     json.raw("{\"sessions\":[")
     for (index, summary) in page.prefix(limit).enumerated() {

@@ -152,7 +152,7 @@ import Testing
     let rest = try #require(try list(after: "l-2", limit: 1000)?.get())
     #expect(rest.map(\.id) == ["l-3"])
     for (after, limit) in [
-      (nil, 0), (nil, 1001), (nil, -1), (nil, Int.max), ("bad/id", 10), ("", 10),
+      (nil, 0), (nil, 1002), (nil, -1), (nil, Int.max), ("bad/id", 10), ("", 10),
     ] {
       #expect(list(after: after, limit: limit).map { (try? $0.get()) == nil } == true)
     }
