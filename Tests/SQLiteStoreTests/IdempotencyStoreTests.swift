@@ -147,3 +147,36 @@ import Testing
     #expect(try rows(fixture.path) == 1)
   }
 }
+
+extension IdempotencyStoreTests {
+  /// A version-3 file (before the idempotency table) with a session is migrated in place: the
+  /// session loads, answers can be remembered, and they come back after a reopen.
+  @Test func migratesVersionThree() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.file("v3.db")
+    try rawSQL(
+      path,
+      Schema.steps[0..<3].joined(separator: "\n")
+        + """
+        INSERT INTO sessions VALUES ('talk', 'idle', 0, NULL, NULL, NULL, 3, 2, \(t0), NULL);
+        PRAGMA user_version = 3;
+        """)
+    #expect(try rawUserVersion(path) == 3)
+    let store = try SQLiteStore.open(path: path)
+    #expect(try store.load().sessions.map(\.id) == ["talk"])
+    #expect(try store.loadAnswers(now: t0).answers.count == 0)
+    let completions = Completions()
+    store.onCompleted = completions.handler
+    let remembered = entry("talk", "k", .rejected(.notRunning), at: t0, fingerprint: "cancel")
+    store.write(.remember(remembered, keyHash: nil, ticket: Ticket(1)))
+    _ = completions.wait(for: 1)
+    store.close()
+    #expect(try rawUserVersion(path) == Schema.version)
+    let reopened = try SQLiteStore.open(path: path)
+    defer { reopened.close() }
+    #expect(
+      try reopened.loadAnswers(now: t0 + 1).answers.lookup(session: "talk", key: "k", now: t0 + 1)
+        == remembered)
+  }
+}
