@@ -43,6 +43,8 @@ extension Hub {
   /// Its answer is queued for `drainAnswers` under `request`, at once for a
   /// refusal, or when the sequencer has made the command durable or ordered.
   /// A session nobody has open is created as a first join would create it.
+  /// `idempotencyKey` is the request's validated `Idempotency-Key`, carried
+  /// with the command (what the sequencers do with it is Idempotency's part).
   public func command(
     _ body: [UInt8], session id: String, authority: RequestAuthority, peer: String,
     request: RequestID, idempotencyKey: String? = nil, now: Int64

@@ -20,7 +20,9 @@ struct RequestLimits {
   /// taken from the others) when any is empty.
   mutating func take(_ keys: [String], rate: Double, now: Int64) -> Bool {
     for key in keys where entries[key] == nil {
-      if entries.count >= Self.maxEntries { entries = entries.filter { now - $0.value.lastUsed < 1000 } }
+      if entries.count >= Self.maxEntries {
+        entries = entries.filter { now - $0.value.lastUsed < 1000 }
+      }
       guard entries.count < Self.maxEntries else { return false }
       entries[key] = Entry(bucket: TokenBucket(rate: rate, now: now), lastUsed: now)
     }

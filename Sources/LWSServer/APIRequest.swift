@@ -123,7 +123,8 @@ enum APIRefusal: Error, Equatable {
     case .tooLarge:
       CommandError(.badRequest, "a command is at most \(WireCodec.maxMessageBytes) bytes")
     case .lengthRequired: CommandError(.badRequest, "a command needs a Content-Length")
-    case .unauthorized: CommandError(.forbidden, "this endpoint needs Authorization: Bearer <token>")
+    case .unauthorized:
+      CommandError(.forbidden, "this endpoint needs Authorization: Bearer <token>")
     case .forbidden(let message): CommandError(.forbidden, message)
     }
   }
@@ -233,7 +234,9 @@ struct CORSPolicy {
   func headers(origin: String?) -> [(String, String)] {
     guard let origin else { return [] }
     let lowered = origin.lowercased()
-    guard allowed.contains(where: { $0 == "*" || $0 == lowered }) else { return [("vary", "origin")] }
+    guard allowed.contains(where: { $0 == "*" || $0 == lowered }) else {
+      return [("vary", "origin")]
+    }
     return [("access-control-allow-origin", origin), ("vary", "origin")]
   }
 
@@ -294,7 +297,8 @@ struct APIResponse: Equatable {
     let status = Self.status(of: answer.code)
     self.init(
       status: status, body: answer.body,
-      headers: status == 429 || status == 503 ? [("retry-after", String(Self.retryAfterSeconds))] : [])
+      headers: status == 429 || status == 503
+        ? [("retry-after", String(Self.retryAfterSeconds))] : [])
   }
 
   static let reasons: [UInt32: String] = [

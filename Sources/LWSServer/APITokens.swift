@@ -27,7 +27,8 @@ public struct APITokens: Sendable, CustomStringConvertible {
 
     public var description: String {
       switch self {
-      case .tooShort(let line): "line \(line): a token is at least \(APITokens.minLength) characters"
+      case .tooShort(let line):
+        "line \(line): a token is at least \(APITokens.minLength) characters"
       case .tooLong(let line): "line \(line): a token is at most \(APITokens.maxLength) characters"
       case .notPrintable(let line):
         "line \(line): a token is printable ASCII with no spaces"

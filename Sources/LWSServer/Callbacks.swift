@@ -158,7 +158,8 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
   guard length >= 0 else { return nil }
   guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
   var buffer = [CChar](repeating: 0, count: length + 1)
-  let copied = lws_hdr_custom_copy(wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  let copied = lws_hdr_custom_copy(
+    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
   guard copied >= 0, Int(copied) <= length else {
     throw HeaderError(header: name, problem: .library(code: copied))
   }
@@ -166,6 +167,9 @@ private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> Str
 }
 
 /// The method and path of a request, from whichever method's token lws filled.
+/// OPTIONS exists as a token because Debian builds lws 4.1.6 with
+/// LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h), which lws-http.h requires
+/// for WSI_TOKEN_OPTIONS_URI; PUT, PATCH and DELETE are refused in the filter.
 private func methodAndPath(_ wsi: Wsi) -> (APIRequest.Method, String)? {
   for (token, method) in [
     (WSI_TOKEN_GET_URI, APIRequest.Method.get), (WSI_TOKEN_HEAD_URI, .head),
@@ -202,7 +206,8 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   case .readBody, .wait:
     return 0
   case .events:
-    // The SSE stream (helper N) opens here; until then there is none.
+    // The SSE stream (CountdownServer+EventStream.swift, helper N) opens
+    // here: `server(of: wsi).openEventStream(…)`. Until it lands, there is none.
     return perform(wsi, .write(APIResponse(.notFound).bytes(extra: []), close: false))
   case .write(let bytes, let close):
     setTag(wsi, 0)

@@ -31,13 +31,17 @@ enum APIStep {
   case readBody
   /// The answer comes later (`flush` queues it, then WRITEABLE writes it).
   case wait
-  case events(session: String)
+  /// `GET …/events`: the request (its `lastEventID`, `query`'s `since`,
+  /// `origin`) and the client's address, for the SSE stream to open.
+  case events(session: String, request: APIRequest, peer: String)
 }
 
 extension CountdownServer {
   static let openAPIFile = "openapi.json"
 
-  private var cors: CORSPolicy { CORSPolicy(allowed: config.allowedOrigins.map { $0.lowercased() }) }
+  private var cors: CORSPolicy {
+    CORSPolicy(allowed: config.allowedOrigins.map { $0.lowercased() })
+  }
 
   /// Headers every API answer carries: lws's security headers and, for an
   /// allowed origin, CORS.
@@ -61,7 +65,9 @@ extension CountdownServer {
   /// A request's headers are in: route it, and answer what needs no body.
   func apiBegin(_ wsi: Wsi, _ request: APIRequest, peer: String) -> APIStep {
     // A body lws would read after a refusal must not be taken for the next request.
-    let bodyPending = (request.contentLength.flatMap { Int($0) } ?? 0) > 0
+    // A POST may carry one without a length (chunked), so a refused POST closes.
+    let bodyPending =
+      request.method == .post || (request.contentLength.flatMap { Int($0) } ?? 0) > 0
     func refuse(_ refusal: APIRefusal) -> APIStep {
       write(APIResponse(refusal, close: bodyPending), request)
     }
@@ -76,9 +82,8 @@ extension CountdownServer {
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
-    case .events:
-      // The SSE stream is CountdownServer+EventStream.swift's (helper N).
-      return refuse(.notFound)
+    case .events(let session):
+      return .events(session: session, request: request, peer: peer)
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
         return step
@@ -119,7 +124,9 @@ extension CountdownServer {
       case .success(let value): idempotencyKey = value
       }
       if let origin = request.origin, !originAllowed(origin, host: request.host) {
-        return refuse(.forbidden("commands are not accepted from the origin \(origin.prefix(Self.loggedOriginLength))"))
+        return refuse(
+          .forbidden(
+            "commands are not accepted from the origin \(origin.prefix(Self.loggedOriginLength))"))
       }
       var authority = RequestAuthority.none
       if let bearer {

@@ -61,8 +61,10 @@ import Testing
       bytes(#"{"op":"start","seconds":9223372036854775808}"#), session: "s", authority: .none,
       peer: "a", request: 2, now: t0)
     hub.command(
-      bytes(#"{"op":"ping","t":1}"#), session: "s", authority: .none, peer: "a", request: 3, now: t0)
-    hub.command(bytes(#"{"op":"pause"}"#), session: "s", authority: .none, peer: "a", request: 4, now: t0)
+      bytes(#"{"op":"ping","t":1}"#), session: "s", authority: .none, peer: "a", request: 3, now: t0
+    )
+    hub.command(
+      bytes(#"{"op":"pause"}"#), session: "s", authority: .none, peer: "a", request: 4, now: t0)
     let codes = answers(hub).map { $0.1.code }
     #expect(codes == [.badJSON, .badRequest, .badRequest, .notRunning])
   }
@@ -96,8 +98,10 @@ import Testing
   /// Past the server's session cap, a command on a new session gets too_many_sessions.
   @Test func sessionCapHolds() {
     let hub = Hub(config: HubConfig(maxSessions: 1))
-    hub.command(bytes(#"{"op":"cancel"}"#), session: "a", authority: .none, peer: "p", request: 1, now: t0)
-    hub.command(bytes(#"{"op":"cancel"}"#), session: "b", authority: .none, peer: "p", request: 2, now: t0)
+    hub.command(
+      bytes(#"{"op":"cancel"}"#), session: "a", authority: .none, peer: "p", request: 1, now: t0)
+    hub.command(
+      bytes(#"{"op":"cancel"}"#), session: "b", authority: .none, peer: "p", request: 2, now: t0)
     #expect(answers(hub).map { $0.1.code } == [.notRunning, .tooManySessions])
     #expect(hub.sessionCount == 1)
   }
@@ -128,7 +132,8 @@ import Testing
   /// session's key works as a bearer; a wrong key is refused at dispatch; a token works anywhere.
   @Test func keyModeAuthority() {
     let hub = Hub(config: HubConfig(control: .key))
-    hub.command(bytes(#"{"op":"cancel"}"#), session: "s", authority: .none, peer: "a", request: 1, now: t0)
+    hub.command(
+      bytes(#"{"op":"cancel"}"#), session: "s", authority: .none, peer: "a", request: 1, now: t0)
     #expect(answers(hub).map { $0.1.code } == [.forbidden])
     #expect(hub.sessionCount == 0)
     var host = FakeViewer(id: hub.join("s", now: t0))
@@ -140,7 +145,8 @@ import Testing
     hub.command(
       bytes(#"{"op":"pause"}"#), session: "s", authority: .key("0" + key.dropFirst()), peer: "a",
       request: 3, now: t0)
-    hub.command(bytes(#"{"op":"pause"}"#), session: "s", authority: .token(0), peer: "a", request: 4, now: t0)
+    hub.command(
+      bytes(#"{"op":"pause"}"#), session: "s", authority: .token(0), peer: "a", request: 4, now: t0)
     #expect(answers(hub).map { $0.1.code } == [nil, .forbidden, nil])
   }
 
@@ -148,10 +154,14 @@ import Testing
   @Test func tokenFlagReachesTheSequencer() {
     let sequencer = HeldSequencer()
     let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
-    hub.command(bytes(#"{"op":"cancel"}"#), session: "s", authority: .token(0), peer: "a", request: 1, now: t0)
+    hub.command(
+      bytes(#"{"op":"cancel"}"#), session: "s", authority: .token(0), peer: "a", request: 1, now: t0
+    )
     #expect(sequencer.held.map(\.authorisedByToken) == [true])
     // A bearer that is not the session's key never reaches the sequencer.
-    hub.command(bytes(#"{"op":"cancel"}"#), session: "s", authority: .key("k"), peer: "a", request: 2, now: t0)
+    hub.command(
+      bytes(#"{"op":"cancel"}"#), session: "s", authority: .key("k"), peer: "a", request: 2, now: t0
+    )
     sequencer.release(hub, now: t0)
     #expect(sequencer.held.isEmpty)
     #expect(answers(hub).map { $0.1.code } == [.notRunning, .forbidden])
@@ -160,7 +170,9 @@ import Testing
   /// rotate_key over HTTP answers the new key, which then works as a bearer.
   @Test func rotateKeyAnswersTheNewKey() {
     let hub = Hub(config: HubConfig(control: .key))
-    hub.command(bytes(#"{"op":"rotate_key"}"#), session: "s", authority: .token(0), peer: "a", request: 1, now: t0)
+    hub.command(
+      bytes(#"{"op":"rotate_key"}"#), session: "s", authority: .token(0), peer: "a", request: 1,
+      now: t0)
     let ack = object(answers(hub).first!.1.body)
     let key = ack["key"] as! String
     hub.command(
@@ -203,7 +215,8 @@ import Testing
     #expect(index.count == sorted.count)
     #expect(index.page(after: nil, limit: .max) == sorted)
     let middle = sorted[sorted.count / 2]
-    #expect(index.page(after: middle, limit: 700) == Array(sorted.drop { $0 <= middle }.prefix(700)))
+    #expect(
+      index.page(after: middle, limit: 700) == Array(sorted.drop { $0 <= middle }.prefix(700)))
   }
 }
 

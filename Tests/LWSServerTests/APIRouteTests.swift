@@ -18,7 +18,8 @@ import Testing
     #expect(route(.get, "/api/v1/openapi.json") == .openAPI)
     #expect(route(.get, "/api/v1/sessions") == .list(after: nil, limit: 100))
     #expect(route(.post, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
-    #expect(route(.get, "/api/v1/sessions/abc/commands") == .refuse(.methodNotAllowed(allow: "POST")))
+    #expect(
+      route(.get, "/api/v1/sessions/abc/commands") == .refuse(.methodNotAllowed(allow: "POST")))
     #expect(route(.options, "/api/v1/sessions/abc/commands") == .preflight(methods: "POST"))
     #expect(route(.other, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
   }
@@ -36,7 +37,9 @@ import Testing
 
   /// The list's limit is 1–1000 and its arguments are known and not repeated.
   @Test func listQueryEdges() {
-    #expect(route(.get, "/api/v1/sessions", query: ["limit=1000", "after=b"]) == .list(after: "b", limit: 1000))
+    #expect(
+      route(.get, "/api/v1/sessions", query: ["limit=1000", "after=b"])
+        == .list(after: "b", limit: 1000))
     for query in [
       ["limit=0"], ["limit=1001"], ["limit=-1"], ["limit=9223372036854775808"], ["limit=1e3"],
       ["limit="], ["after=a b"], ["after="], ["limit=1", "limit=2"], ["page=2"],
@@ -50,10 +53,16 @@ import Testing
 
   /// application/json with at most a UTF-8 charset; anything else is 415's.
   @Test func contentTypes() {
-    for good in ["application/json", "Application/JSON", "application/json; charset=utf-8", "application/json;charset=\"UTF-8\""] {
+    for good in [
+      "application/json", "Application/JSON", "application/json; charset=utf-8",
+      "application/json;charset=\"UTF-8\"",
+    ] {
       #expect(APICommandHeaders.isJSON(good), "\(good)")
     }
-    for bad in [nil, "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx", "application/json; boundary=1"] {
+    for bad in [
+      nil, "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+      "application/json; charset=latin1", "application/jsonx", "application/json; boundary=1",
+    ] {
       #expect(!APICommandHeaders.isJSON(bad), "\(String(describing: bad))")
     }
   }
@@ -72,7 +81,9 @@ import Testing
 
   /// Idempotency keys are 1–255 printable ASCII characters.
   @Test func idempotencyKeys() {
-    #expect(APICommandHeaders.idempotencyKey(String(repeating: "k", count: 255)) == .success(String(repeating: "k", count: 255)))
+    #expect(
+      APICommandHeaders.idempotencyKey(String(repeating: "k", count: 255))
+        == .success(String(repeating: "k", count: 255)))
     for bad in ["", String(repeating: "k", count: 256), "a b", "é"] {
       guard case .failure = APICommandHeaders.idempotencyKey(bad) else {
         Issue.record("\(bad) accepted")
@@ -84,11 +95,20 @@ import Testing
   /// Only listed origins get CORS headers; preflights name the methods and headers.
   @Test func corsOnlyForListedOrigins() {
     let cors = CORSPolicy(allowed: ["https://deck.example"])
-    #expect(cors.headers(origin: "https://deck.example").contains { $0.0 == "access-control-allow-origin" })
-    #expect(!cors.headers(origin: "https://evil.example").contains { $0.0 == "access-control-allow-origin" })
+    #expect(
+      cors.headers(origin: "https://deck.example").contains {
+        $0.0 == "access-control-allow-origin"
+      })
+    #expect(
+      !cors.headers(origin: "https://evil.example").contains {
+        $0.0 == "access-control-allow-origin"
+      })
     let preflight = cors.preflightHeaders(origin: "https://deck.example", methods: "POST")
     #expect(preflight.contains { $0 == ("access-control-allow-methods", "POST") })
-    #expect(preflight.contains { $0.0 == "access-control-allow-headers" && $0.1.contains("idempotency-key") })
+    #expect(
+      preflight.contains {
+        $0.0 == "access-control-allow-headers" && $0.1.contains("idempotency-key")
+      })
   }
 
   /// Statuses follow PLAN18's map; 429 and 503 carry Retry-After.
@@ -107,7 +127,8 @@ import Testing
 @Suite struct APITokensTests {
   /// Blank lines are skipped and each token is found by its index; near misses are not.
   @Test func parsesAndMatches() throws {
-    let tokens = try APITokens(parsing: Array("\nfirst-token-0123456\r\n\n  \nsecond-token-abcdef\n".utf8))
+    let tokens = try APITokens(
+      parsing: Array("\nfirst-token-0123456\r\n\n  \nsecond-token-abcdef\n".utf8))
     #expect(tokens.count == 2)
     #expect(tokens.match("first-token-0123456") == 0)
     #expect(tokens.match("second-token-abcdef") == 1)
@@ -119,7 +140,9 @@ import Testing
 
   /// Short tokens, spaces inside, and an empty file refuse to start.
   @Test func refusesBadFiles() {
-    #expect(throws: APITokens.ParseError.tooShort(line: 1)) { try APITokens(parsing: Array("short\n".utf8)) }
+    #expect(throws: APITokens.ParseError.tooShort(line: 1)) {
+      try APITokens(parsing: Array("short\n".utf8))
+    }
     #expect(throws: APITokens.ParseError.notPrintable(line: 2)) {
       try APITokens(parsing: Array("good-token-0123456\nhas a space in it ok\n".utf8))
     }
