@@ -71,3 +71,22 @@ def test_list_covers_the_cluster_in_id_order(cluster):
     assert [s["id"] for s in whole["sessions"] if s["id"].startswith(prefix)] == names
     assert whole["next"] is None
     assert int(redis.command("ZCARD", "countdown:sessions").strip()) >= len(names)
+
+
+def test_reads_without_redis_are_503(session_id):
+    """With Redis gone, a read of a session not held here and the list are 503 with
+    Retry-After (the document describes both), and the server stays up."""
+    tokens = Path(tempfile.mkdtemp(prefix="countdown-tokens-")) / "tokens"
+    tokens.write_text(TOKEN + "\n")
+    redis = Redis()
+    server = start_server("--redis", redis.url, "--api-token-file", str(tokens))
+    try:
+        redis.stop()
+        gone = read(server, session_id)
+        assert gone.status == 503 and gone.json["code"] == "unavailable"
+        assert gone.header("retry-after") == "1"
+        listed = request(server, "GET", "/api/v1/sessions?limit=10", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert listed.status == 503 and listed.header("retry-after") == "1"
+    finally:
+        server.stop_and_check()
+        redis.stop()
