@@ -44,3 +44,21 @@ extension LostReplyTests {
     #expect(try field("keyed-lost", "revision") == "1")
   }
 }
+
+/// The function library's idempotency rules are the core's: the same refusals remembered,
+/// kept as long.
+@Suite struct IdempotencyParityTests {
+  /// `REMEMBERED` in countdown.lua lists exactly the codes `IdempotentAnswer.remembers`, and `IDEM_MS` is `IdempotencyKey.keepMs`.
+  @Test func libraryRemembersWhatTheCoreDoes() throws {
+    let source = FunctionLibrary.source
+    let line = try #require(
+      source.split(separator: "\n").first { $0.contains("local REMEMBERED = {") })
+    let listed = Set(
+      line.split(separator: "{")[1].split(separator: "}")[0].split(separator: ",").map {
+        String($0.split(separator: "=")[0]).trimmingCharacters(in: .whitespaces)
+      })
+    let core = Set(ErrorCode.allCases.filter(IdempotentAnswer.remembers).map(\.rawValue))
+    #expect(listed == core)
+    #expect(source.contains("local IDEM_MS = \(IdempotencyKey.keepMs)\n"))
+  }
+}
