@@ -123,6 +123,26 @@ import Testing
   }
 }
 
+/// An answer's bytes on the wire.
+@Suite struct APIResponseTests {
+  /// Status line, the answer's headers then the extra ones, the length of the
+  /// body, and `connection: close` only when asked for.
+  @Test func wireForm() {
+    let body = Array(#"{"a":1}"#.utf8)
+    let text = String(
+      decoding: APIResponse(status: 429, body: body, headers: [("retry-after", "1")]).bytes(
+        extra: [("vary", "origin")]), as: UTF8.self)
+    #expect(text.hasPrefix("HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"))
+    #expect(text.contains("retry-after: 1\r\nvary: origin\r\n"))
+    #expect(text.contains("content-length: 7\r\n"))
+    #expect(!text.contains("connection: close"))
+    #expect(text.hasSuffix("\r\n\r\n{\"a\":1}"))
+    let closing = String(
+      decoding: APIResponse(.tooLarge, close: true).bytes(extra: []), as: UTF8.self)
+    #expect(closing.hasPrefix("HTTP/1.1 413 ") && closing.contains("connection: close\r\n"))
+  }
+}
+
 /// `--api-token-file`'s tokens.
 @Suite struct APITokensTests {
   /// Blank lines are skipped and each token is found by its index; near misses are not.
