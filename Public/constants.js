@@ -16,12 +16,15 @@ export const CONTRACT = Object.freeze({
   "errorEchoMaxLength": 32,
   "finishedLabelMaxLength": 64,
   "maxMessageBytes": 4096,
-  "phases": ["idle", "running", "paused", "finished"],
-  "labels": { "idle": "Ready", "finished": "Countdown finished" },
-  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key"],
+  "phases": ["idle", "running", "paused", "finished", "waiting"],
+  "labels": { "idle": "Ready", "finished": "Countdown finished", "waiting": "Waiting", "done": "Done", "failed": "Failed", "timeout": "Timed out" },
+  "outcomes": ["elapsed", "done", "failed", "timeout"],
+  "timeoutSeconds": { "min": 1, "max": 86400 },
+  "waitLabelMaxLength": 64,
+  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key", "wait", "done", "fail"],
   "errorCodes": [
     "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
-    "forbidden", "too_many_sessions", "unavailable", "outcome_unknown"
+    "forbidden", "too_many_sessions", "unavailable", "outcome_unknown", "not_waiting"
   ],
   "closeCodes": {
     "goingAway": 1001,

@@ -18,10 +18,17 @@ public struct CountdownState: Equatable, Sendable {
   /// (cluster mode, Redis unreachable): the countdown goes on from what it
   /// knew, but a change made elsewhere may be missing.
   public var stale: Bool
+  /// Epoch milliseconds when the wait began, while waiting.
+  public var startedAt: Int64?
+  /// Epoch milliseconds when the wait times out, while waiting with a timeout.
+  public var timeoutAt: Int64?
+  /// How the session ended, while finished.
+  public var outcome: Outcome?
 
   public init(
     phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int, duration: Int,
-    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int, stale: Bool = false
+    endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int, stale: Bool = false,
+    startedAt: Int64? = nil, timeoutAt: Int64? = nil, outcome: Outcome? = nil
   ) {
     self.phase = phase
     self.spinner = spinner
@@ -33,6 +40,9 @@ public struct CountdownState: Equatable, Sendable {
     self.remainingMs = remainingMs
     self.viewers = viewers
     self.stale = stale
+    self.startedAt = startedAt
+    self.timeoutAt = timeoutAt
+    self.outcome = outcome
   }
 
   /// The fields whose values differ between two states.
@@ -48,6 +58,9 @@ public struct CountdownState: Equatable, Sendable {
     if remainingMs != old.remainingMs { set.insert(.remainingMs) }
     if viewers != old.viewers { set.insert(.viewers) }
     if stale != old.stale { set.insert(.stale) }
+    if startedAt != old.startedAt { set.insert(.startedAt) }
+    if timeoutAt != old.timeoutAt { set.insert(.timeoutAt) }
+    if outcome != old.outcome { set.insert(.outcome) }
     return set
   }
 }

@@ -5,6 +5,8 @@ public enum ErrorCode: String, Error, Equatable, Sendable, CaseIterable {
   case busy
   case notRunning = "not_running"
   case notPaused = "not_paused"
+  /// `done` or `fail` when the session is not waiting.
+  case notWaiting = "not_waiting"
   case rateLimited = "rate_limited"
   case forbidden
   case tooManySessions = "too_many_sessions"

@@ -13,6 +13,9 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let viewers = FieldSet(rawValue: 1 << 7)
   public static let remainingMs = FieldSet(rawValue: 1 << 8)
   public static let stale = FieldSet(rawValue: 1 << 9)
+  public static let startedAt = FieldSet(rawValue: 1 << 10)
+  public static let timeoutAt = FieldSet(rawValue: 1 << 11)
+  public static let outcome = FieldSet(rawValue: 1 << 12)
 
-  public static let all: FieldSet = FieldSet(rawValue: 0x3FF)
+  public static let all: FieldSet = FieldSet(rawValue: 0x1FFF)
 }

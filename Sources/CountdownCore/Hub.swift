@@ -605,7 +605,7 @@ public final class Hub {
     }
     // A start that may begin a run holds a place in its address's count
     // until it completes, so starts in flight cannot overshoot the cap.
-    if case .start = pending.command, !session.machine.phase.holdsAddressPlace {
+    if pending.command.takesAddressPlace, !session.machine.phase.holdsAddressPlace {
       guard addresses.sessions(of: pending.address) < config.maxSessionsPerAddress else {
         finish(
           pending, .rejected(.tooManySessions),
@@ -700,9 +700,10 @@ public final class Hub {
 
   static func explain(_ code: ErrorCode) -> String {
     switch code {
-    case .busy: "a countdown is already running in this session"
+    case .busy: "this session is already counting down or waiting"
     case .notRunning: "no countdown is running in this session"
     case .notPaused: "the countdown in this session is not paused"
+    case .notWaiting: "nothing is waiting in this session"
     case .badRequest: "the command's fields are out of range"
     case .badJSON: "the message is not valid JSON"
     case .forbidden: "only a controller of this session may do that"
@@ -834,8 +835,8 @@ extension Hub.Reply {
 }
 
 extension Phase {
-  /// A run (running or paused) counts against the address that started it.
-  var holdsAddressPlace: Bool { self == .running || self == .paused }
+  /// A run (running or paused) or a wait counts against the address that started it.
+  var holdsAddressPlace: Bool { self == .running || self == .paused || self == .waiting }
 
   /// Position in `Phase.allCases`, for per-phase counters.
   var index: Int {
@@ -844,6 +845,7 @@ extension Phase {
     case .running: 1
     case .paused: 2
     case .finished: 3
+    case .waiting: 4
     }
   }
 }

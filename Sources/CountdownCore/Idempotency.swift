@@ -24,7 +24,8 @@ public enum IdempotencyKey {
 /// every replay are the same bytes on every instance.
 ///
 /// Only final answers are remembered: the command applied, or the session's
-/// rules refused it (busy, not_running, not_paused, bad_request from a rule).
+/// rules refused it (busy, not_running, not_paused, not_waiting, bad_request
+/// from a rule).
 /// As with Stripe, which keeps non-5xx answers, a retry of a refused command
 /// is told the same refusal rather than applying later in a state the client
 /// never saw. Not remembered, since nothing was decided about the command
@@ -41,7 +42,7 @@ public enum IdempotentAnswer: Equatable, Sendable {
   /// Whether a sequencer remembers a rules refusal with this code.
   public static func remembers(_ code: ErrorCode) -> Bool {
     switch code {
-    case .busy, .notRunning, .notPaused, .badRequest: true
+    case .busy, .notRunning, .notPaused, .notWaiting, .badRequest: true
     case .badJSON, .rateLimited, .forbidden, .tooManySessions, .unavailable, .outcomeUnknown:
       false
     }
@@ -113,6 +114,11 @@ extension SessionCommand {
     case .start(.until(let deadline), let label): "start until \(deadline) \(label ?? "")"
     case .cancel, .pause, .resume, .rotateKey: op.rawValue
     case .adjust(let seconds): "adjust \(seconds)"
+    // Labels hold no control characters, so a tab cannot be inside one.
+    case .wait(let label, let timeoutSeconds, let timeoutLabel):
+      "wait \(timeoutSeconds.map(String.init) ?? "-")\t\(label ?? "")\t\(timeoutLabel ?? "")"
+    case .done(let label): "done \(label ?? "")"
+    case .fail(let label): "fail \(label ?? "")"
     }
   }
 
@@ -121,7 +127,7 @@ extension SessionCommand {
   static func isFingerprint(_ text: String) -> Bool {
     let op = text.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
     return Op(rawValue: op) != nil
-      && text.utf8.count <= 64 + SessionConfig.maxFinishedLabelLength * 4
+      && text.utf8.count <= 64 + 2 * SessionConfig.maxFinishedLabelLength * 4
   }
 }
 

@@ -15,6 +15,12 @@ public enum SessionCommand: Equatable, Sendable {
   /// key, which the sequencer stores so the old key stops working everywhere.
   /// The hub makes the key when it admits the request (`ClientRequest.rotateKey`).
   case rotateKey(KeyHash)
+  /// The spinner until a job outside says how it went: `label` while
+  /// waiting, and the session finishes with `timeoutLabel` at the timeout.
+  case wait(label: String?, timeoutSeconds: Int?, timeoutLabel: String?)
+  /// A wait ended well, or badly; the label is the finished one.
+  case done(label: String?)
+  case fail(label: String?)
 
   /// The ops, by their name on the wire and in metrics, and in Redis's function.
   public enum Op: String, CaseIterable, Sendable {
@@ -24,6 +30,9 @@ public enum SessionCommand: Equatable, Sendable {
     case resume
     case adjust
     case rotateKey = "rotate_key"
+    case wait
+    case done
+    case fail
   }
 
   public var op: Op {
@@ -34,6 +43,18 @@ public enum SessionCommand: Equatable, Sendable {
     case .resume: .resume
     case .adjust: .adjust
     case .rotateKey: .rotateKey
+    case .wait: .wait
+    case .done: .done
+    case .fail: .fail
+    }
+  }
+
+  /// A command that may begin a run or a wait, either of which holds a
+  /// place in its address's count of sessions.
+  public var takesAddressPlace: Bool {
+    switch self {
+    case .start, .wait: true
+    case .cancel, .pause, .resume, .adjust, .rotateKey, .done, .fail: false
     }
   }
 }

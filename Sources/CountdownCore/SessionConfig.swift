@@ -6,6 +6,12 @@ public struct SessionConfig: Equatable, Sendable {
   public var idleLabel: String
   /// The label after a run ends, unless the start named its own.
   public var finishedLabel: String
+  /// The label while waiting, and after each way a wait ends, unless the
+  /// wait (or its `done` or `fail`) named its own.
+  public var waitingLabel = "Waiting"
+  public var doneLabel = "Done"
+  public var failedLabel = "Failed"
+  public var timeoutLabel = "Timed out"
   /// Viewer-count changes are merged into at most one patch per this many ms.
   public var viewerPatchIntervalMs: Int64
   /// An idle or finished session with no viewers is forgotten after this many ms.
@@ -18,6 +24,16 @@ public struct SessionConfig: Equatable, Sendable {
   public var keepsControl: Bool
 
   public static let secondsRange = SessionRecord.secondsRange
+
+  /// The label a finished session shows when nothing named its own.
+  public func finishedLabel(for outcome: Outcome) -> String {
+    switch outcome {
+    case .elapsed: finishedLabel
+    case .done: doneLabel
+    case .failed: failedLabel
+    case .timeout: timeoutLabel
+    }
+  }
   public static let maxFinishedLabelLength = 64
   /// Viewer-count patches to one session cost at most about this many frames a
   /// second: a big audience gets its count less often, so a join storm costs

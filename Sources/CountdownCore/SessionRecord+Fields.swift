@@ -6,8 +6,8 @@ extension SessionRecord {
     public init(_ reason: String) { self.reason = reason }
   }
 
-  /// The record as storage lays it out: a phase and two optional times, one
-  /// column or hash field each. The SQLite row, the Redis hash and the
+  /// The record as storage lays it out: a phase, its optional times and
+  /// labels, and a finished record's outcome, one column or hash field each. The SQLite row, the Redis hash and the
   /// record line all read and write this form, so their layout stays what
   /// it was before the phase carried its time.
   public struct Fields: Equatable, Sendable {
@@ -19,10 +19,16 @@ extension SessionRecord {
     public var seq: UInt64
     public var revision: UInt64
     public var updatedAt: Int64
+    public var startedAt: Int64?
+    public var timeoutAt: Int64?
+    public var waitLabel: String?
+    public var outcome: Outcome?
 
     public init(
       phase: Phase = .idle, duration: Int = 0, endsAt: Int64? = nil, remainingMs: Int64? = nil,
-      finishedLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0
+      finishedLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0,
+      startedAt: Int64? = nil, timeoutAt: Int64? = nil, waitLabel: String? = nil,
+      outcome: Outcome? = nil
     ) {
       self.phase = phase
       self.duration = duration
@@ -32,6 +38,10 @@ extension SessionRecord {
       self.seq = seq
       self.revision = revision
       self.updatedAt = updatedAt
+      self.startedAt = startedAt
+      self.timeoutAt = timeoutAt
+      self.waitLabel = waitLabel
+      self.outcome = outcome
     }
 
     /// Why these fields are no record, or nil when `init(validating:)` takes them.
@@ -49,7 +59,8 @@ extension SessionRecord {
   public var fields: Fields {
     Fields(
       phase: phase, duration: duration, endsAt: endsAt, remainingMs: remainingMs,
-      finishedLabel: finishedLabel, seq: seq, revision: revision, updatedAt: updatedAt)
+      finishedLabel: finishedLabel, seq: seq, revision: revision, updatedAt: updatedAt,
+      startedAt: startedAt, timeoutAt: timeoutAt, waitLabel: waitLabel, outcome: outcome)
   }
 
   /// The one way in from storage: every field in range and agreeing with its
@@ -68,6 +79,19 @@ extension SessionRecord {
       throw Damage(
         "finishedLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text")
     }
+    if let label = fields.waitLabel {
+      guard Self.isValidFinishedLabel(label) else {
+        throw Damage(
+          "waitLabel is not 1 to \(SessionConfig.maxFinishedLabelLength) characters of text")
+      }
+      guard fields.phase == .waiting else { throw Damage("only a waiting record holds waitLabel") }
+    }
+    guard (fields.outcome != nil) == (fields.phase == .finished) else {
+      throw Damage("a finished record, and only a finished one, holds an outcome")
+    }
+    guard fields.phase == .waiting || (fields.startedAt == nil && fields.timeoutAt == nil) else {
+      throw Damage("only a waiting record holds startedAt or timeoutAt")
+    }
     let status: Status
     switch fields.phase {
     case .running:
@@ -85,14 +109,32 @@ extension SessionRecord {
         (1...Self.aheadMsRange.upperBound).contains(remainingMs), fields.endsAt == nil
       else { throw Damage("a paused record needs remainingMs in range and no endsAt") }
       status = .paused(remainingMs: remainingMs)
+    case .waiting:
+      guard let startedAt = fields.startedAt, Self.epochMsRange.contains(startedAt),
+        startedAt <= fields.updatedAt, fields.endsAt == nil, fields.remainingMs == nil,
+        fields.duration == 0
+      else {
+        throw Damage(
+          "a waiting record needs startedAt in range, no later than updatedAt, and no endsAt, "
+            + "remainingMs or duration")
+      }
+      // Both are in range, so the difference cannot overflow.
+      if let timeoutAt = fields.timeoutAt {
+        guard Self.epochMsRange.contains(timeoutAt),
+          (Int64(Self.timeoutSecondsRange.lowerBound) * 1000...Int64(
+            Self.timeoutSecondsRange.upperBound) * 1000).contains(timeoutAt - startedAt)
+        else { throw Damage("a waiting record's timeoutAt is not 1 s to 1 day after startedAt") }
+      }
+      status = .waiting(startedAt: startedAt, timeoutAt: fields.timeoutAt)
     case .idle, .finished:
       guard fields.endsAt == nil, fields.remainingMs == nil else {
         throw Damage("an \(fields.phase.rawValue) record holds no endsAt or remainingMs")
       }
-      status = fields.phase == .idle ? .idle : .finished
+      status = fields.outcome.map { .finished($0) } ?? .idle
     }
     self.init(
-      status, duration: fields.duration, finishedLabel: fields.finishedLabel, seq: fields.seq,
-      revision: fields.revision, updatedAt: fields.updatedAt)
+      status, duration: fields.duration, finishedLabel: fields.finishedLabel,
+      waitLabel: fields.waitLabel, seq: fields.seq, revision: fields.revision,
+      updatedAt: fields.updatedAt)
   }
 }

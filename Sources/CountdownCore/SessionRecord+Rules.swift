@@ -2,11 +2,20 @@
 /// op's rules go in `applying`'s switch, which lists every (command, status)
 /// pair without a `default`, and in countdown.lua's `RULES`.
 extension SessionRecord {
-  /// The record as it stands at `now`: a run whose deadline has passed is finished.
+  /// The record as it stands at `now`: a run whose deadline has passed is
+  /// finished (elapsed), and so is a wait whose timeout has (timeout, with
+  /// the label the wait set for it).
   public func settled(at now: Int64) -> SessionRecord {
-    guard case .running(let endsAt) = status, endsAt <= now else { return self }
     var copy = self
-    copy.status = .finished
+    switch status {
+    case .running(let endsAt) where endsAt <= now:
+      copy.status = .finished(.elapsed)
+    case .waiting(_, let timeoutAt?) where timeoutAt <= now:
+      copy.status = .finished(.timeout)
+      copy.waitLabel = nil
+    default:
+      return self
+    }
     return copy
   }
 
@@ -24,7 +33,7 @@ extension SessionRecord {
     guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
     var next = settled(at: at)
     switch (command, next.status) {
-    case (.start, .running), (.start, .paused):
+    case (.start, .running), (.start, .paused), (.start, .waiting):
       return .failure(.busy)
     case (.start(let length, let label), .idle), (.start(let length, let label), .finished):
       if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
@@ -44,20 +53,21 @@ extension SessionRecord {
       next.status = .running(endsAt: endsAt)
       next.duration = Int(Self.wholeSeconds(endsAt - at))
       next.finishedLabel = label
-    case (.cancel, .running), (.cancel, .paused):
+    case (.cancel, .running), (.cancel, .paused), (.cancel, .waiting):
       next.status = .idle
+      next.waitLabel = nil
     case (.cancel, .idle), (.cancel, .finished):
       return .failure(.notRunning)
     case (.pause, .running(let endsAt)):
       // A clock stepped back by weeks could leave more than a run may hold.
       guard let left = Self.span(from: at, to: endsAt) else { return .failure(.badRequest) }
       next.status = .paused(remainingMs: min(left, Self.aheadMsRange.upperBound))
-    case (.pause, .idle), (.pause, .paused), (.pause, .finished):
+    case (.pause, .idle), (.pause, .paused), (.pause, .finished), (.pause, .waiting):
       return .failure(.notRunning)
     case (.resume, .paused(let left)):
       guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
       next.status = .running(endsAt: endsAt)
-    case (.resume, .idle), (.resume, .running), (.resume, .finished):
+    case (.resume, .idle), (.resume, .running), (.resume, .finished), (.resume, .waiting):
       return .failure(.notPaused)
     case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
       guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
@@ -66,7 +76,7 @@ extension SessionRecord {
       switch next.status {
       case .running(let endsAt): before = Self.span(from: at, to: endsAt)
       case .paused(let remainingMs): before = remainingMs
-      case .idle, .finished: before = nil
+      case .idle, .finished, .waiting: before = nil
       }
       guard let before, case (let left, false) = before.addingReportingOverflow(delta),
         left <= Self.aheadMsRange.upperBound
@@ -75,15 +85,45 @@ extension SessionRecord {
       next.duration = min(
         Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
       if left <= 0 {
-        next.status = .finished
+        next.status = .finished(.elapsed)
       } else if case .running = next.status {
         guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
         next.status = .running(endsAt: endsAt)
       } else {
         next.status = .paused(remainingMs: left)
       }
-    case (.adjust, .idle), (.adjust, .finished):
+    case (.adjust, .idle), (.adjust, .finished), (.adjust, .waiting):
       return .failure(.notRunning)
+    case (.wait, .running), (.wait, .paused), (.wait, .waiting):
+      return .failure(.busy)
+    case (.wait(let label, let timeoutSeconds, let timeoutLabel), .idle),
+      (.wait(let label, let timeoutSeconds, let timeoutLabel), .finished):
+      for label in [label, timeoutLabel] {
+        if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
+      }
+      var timeoutAt: Int64?
+      if let timeoutSeconds {
+        guard Self.timeoutSecondsRange.contains(timeoutSeconds),
+          let deadline = Self.moment(at, plusMs: Int64(timeoutSeconds) * 1000)
+        else { return .failure(.badRequest) }
+        timeoutAt = deadline
+      }
+      next.status = .waiting(startedAt: at, timeoutAt: timeoutAt)
+      next.duration = 0
+      next.waitLabel = label
+      next.finishedLabel = timeoutLabel
+    case (.done(let label), .waiting), (.fail(let label), .waiting):
+      if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
+      if case .done = command {
+        next.status = .finished(.done)
+      } else {
+        next.status = .finished(.failed)
+      }
+      next.waitLabel = nil
+      next.finishedLabel = label
+    case (.done, .idle), (.done, .running), (.done, .paused), (.done, .finished),
+      (.fail, .idle), (.fail, .running), (.fail, .paused), (.fail, .finished):
+      return .failure(.notWaiting)
     case (.rotateKey, _):
       // The key hash is kept beside the record, not in it; the revision
       // still moves, so every instance orders the rotation with the rest.

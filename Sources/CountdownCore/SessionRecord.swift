@@ -13,14 +13,19 @@ public struct SessionRecord: Equatable, Sendable {
     case running(endsAt: Int64)
     /// The exact time left in ms.
     case paused(remainingMs: Int64)
-    case finished
+    /// Since `startedAt` (epoch ms), until a `done` or `fail`, or `timeoutAt`.
+    case waiting(startedAt: Int64, timeoutAt: Int64?)
+    case finished(Outcome)
   }
 
   public var status: Status
   /// Seconds of the current or last run, adjustments included.
   public var duration: Int
-  /// The run's own finished label, when its start named one.
+  /// The run's own finished label, when its start named one; while waiting,
+  /// the label the timeout finishes with; once finished, the label shown.
   public var finishedLabel: String?
+  /// The label shown while waiting, when the wait named one.
+  public var waitLabel: String?
   /// The session's seq when the command that wrote this record was applied.
   public var seq: UInt64
   /// Commands applied to the session since it was created.
@@ -29,12 +34,13 @@ public struct SessionRecord: Equatable, Sendable {
   public var updatedAt: Int64
 
   public init(
-    _ status: Status = .idle, duration: Int = 0, finishedLabel: String? = nil, seq: UInt64 = 0,
-    revision: UInt64 = 0, updatedAt: Int64 = 0
+    _ status: Status = .idle, duration: Int = 0, finishedLabel: String? = nil,
+    waitLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0
   ) {
     self.status = status
     self.duration = duration
     self.finishedLabel = finishedLabel
+    self.waitLabel = waitLabel
     self.seq = seq
     self.revision = revision
     self.updatedAt = updatedAt
@@ -45,6 +51,7 @@ public struct SessionRecord: Equatable, Sendable {
     case .idle: .idle
     case .running: .running
     case .paused: .paused
+    case .waiting: .waiting
     case .finished: .finished
     }
   }
@@ -61,9 +68,29 @@ public struct SessionRecord: Equatable, Sendable {
     return nil
   }
 
+  /// When the wait began, while waiting.
+  public var startedAt: Int64? {
+    if case .waiting(let startedAt, _) = status { return startedAt }
+    return nil
+  }
+
+  /// When the wait times out, while waiting with a timeout.
+  public var timeoutAt: Int64? {
+    if case .waiting(_, let timeoutAt) = status { return timeoutAt }
+    return nil
+  }
+
+  /// How the session ended, once finished.
+  public var outcome: Outcome? {
+    if case .finished(let outcome) = status { return outcome }
+    return nil
+  }
+
   /// Limits of the commands, shared with the page through `Public/constants.js`.
   public static let secondsRange = 1...86_400
   public static let adjustRange = -86_400...86_400
+  /// How long a wait may last before it finishes by itself.
+  public static let timeoutSecondsRange = 1...86_400
   /// How far ahead a deadline may be: at least a second, at most 30 days.
   public static let aheadMsRange: ClosedRange<Int64> = 1000...2_592_000_000
 

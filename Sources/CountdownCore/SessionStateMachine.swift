@@ -24,12 +24,29 @@ public struct SessionStateMachine: Sendable {
     case expire
   }
 
-  /// A start's own finished label, when it named one, travels with the run.
+  /// A start's own finished label, when it named one, travels with the run;
+  /// a wait's labels travel with the wait.
   private enum State: Sendable {
     case idle
     case running(endsAt: Int64, finishedLabel: String?)
     case paused(remainingMs: Int64, finishedLabel: String?)
-    case finished(label: String?)
+    /// The rest of a wait is boxed: waits are few, and the box keeps every
+    /// session's state no larger than a run's.
+    case waiting(startedAt: Int64, Wait)
+    case finished(label: String?, outcome: Outcome)
+  }
+
+  /// A wait's timeout and labels, shared by the copies of one state.
+  final class Wait: Sendable {
+    let timeoutAt: Int64?
+    let label: String?
+    let timeoutLabel: String?
+
+    init(timeoutAt: Int64?, label: String?, timeoutLabel: String?) {
+      self.timeoutAt = timeoutAt
+      self.label = label
+      self.timeoutLabel = timeoutLabel
+    }
   }
 
   /// How many recent patches' field sets are kept to merge a lagging viewer's
@@ -117,6 +134,7 @@ public struct SessionStateMachine: Sendable {
     case .idle: .idle
     case .running: .running
     case .paused: .paused
+    case .waiting: .waiting
     case .finished: .finished
     }
   }
@@ -125,17 +143,24 @@ public struct SessionStateMachine: Sendable {
   public var record: SessionRecord {
     let status: SessionRecord.Status
     let label: String?
+    var waitLabel: String?
     switch state {
     case .idle: (status, label) = (.idle, nil)
     case .running(let endsAt, let finishedLabel):
       (status, label) = (.running(endsAt: endsAt), finishedLabel)
     case .paused(let remainingMs, let finishedLabel):
       (status, label) = (.paused(remainingMs: remainingMs), finishedLabel)
-    case .finished(let finishedLabel): (status, label) = (.finished, finishedLabel)
+    case .waiting(let startedAt, let wait):
+      (status, label) = (
+        .waiting(startedAt: startedAt, timeoutAt: wait.timeoutAt), wait.timeoutLabel
+      )
+      waitLabel = wait.label
+    case .finished(let finishedLabel, let outcome):
+      (status, label) = (.finished(outcome), finishedLabel)
     }
     return SessionRecord(
-      status, duration: Int(duration), finishedLabel: label, seq: seq, revision: revision,
-      updatedAt: updatedAt)
+      status, duration: Int(duration), finishedLabel: label, waitLabel: waitLabel, seq: seq,
+      revision: revision, updatedAt: updatedAt)
   }
 
   /// The state every viewer has been (or is being) sent, at `seq`.
@@ -154,8 +179,15 @@ public struct SessionStateMachine: Sendable {
         phase: .paused, spinner: false, enabled: true, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
         viewers: Int(publishedViewers), stale: stale)
-    case .finished(let label):
-      return settled(.finished, label: label ?? settings.finishedLabel)
+    case .waiting(let startedAt, let wait):
+      return CountdownState(
+        phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
+        remaining: 0, duration: 0, endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
+        stale: stale, startedAt: startedAt, timeoutAt: wait.timeoutAt)
+    case .finished(let label, let outcome):
+      var state = settled(.finished, label: label ?? settings.finishedLabel(for: outcome))
+      state.outcome = outcome
+      return state
     }
   }
 
@@ -208,8 +240,13 @@ public struct SessionStateMachine: Sendable {
     case .idle:
       state = .idle
       remaining = 0
-    case .finished:
-      state = .finished(label: record.finishedLabel)
+    case .waiting(let startedAt, let timeoutAt):
+      state = .waiting(
+        startedAt: startedAt,
+        Wait(timeoutAt: timeoutAt, label: record.waitLabel, timeoutLabel: record.finishedLabel))
+      remaining = 0
+    case .finished(let outcome):
+      state = .finished(label: record.finishedLabel, outcome: outcome)
       remaining = 0
     }
     // A command's patch carries the viewer count as it is now.
@@ -241,12 +278,10 @@ public struct SessionStateMachine: Sendable {
   public mutating func advance(now: Int64) -> Action {
     let before = published
     var changed = false
-    if case .running(let endsAt, let finishedLabel) = state {
+    switch state {
+    case .running(let endsAt, let finishedLabel):
       if endsAt <= now {
-        state = .finished(label: finishedLabel)
-        remaining = 0
-        publishedViewers = liveViewers
-        if liveViewers == 0 { quietSince = now }
+        finish(label: finishedLabel, outcome: .elapsed, now: now)
         changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
@@ -254,6 +289,13 @@ public struct SessionStateMachine: Sendable {
         changed = next != remaining
         remaining = next
       }
+    case .waiting(_, let wait) where wait.timeoutAt.map { $0 <= now } == true:
+      // The record's own settling, so every instance (and a restart) that
+      // holds this timeoutAt finishes the wait alike.
+      finish(label: wait.timeoutLabel, outcome: .timeout, now: now)
+      changed = true
+    case .idle, .paused, .waiting, .finished:
+      break
     }
     if changed || viewerPatchAllowed(now: now) {
       publishedViewers = liveViewers
@@ -265,12 +307,21 @@ public struct SessionStateMachine: Sendable {
     return .schedule(next: nextDeadline)
   }
 
+  /// A run or a wait ended by itself at `now`.
+  private mutating func finish(label: String?, outcome: Outcome, now: Int64) {
+    state = .finished(label: label, outcome: outcome)
+    remaining = 0
+    publishedViewers = liveViewers
+    if liveViewers == 0 { quietSince = now }
+  }
+
   /// When a session nobody watches may be forgotten, if it may.
   private var expiresAt: Int64? {
     guard liveViewers == 0 else { return nil }
     let settings = config.value
     switch state {
-    case .running: return nil
+    // A wait is someone's job still going: it outlives its viewers, as a run does.
+    case .running, .waiting: return nil
     case .paused: return settings.keepsControl ? nil : quietSince + settings.pausedExpiryMs
     case .idle, .finished:
       let kept =
@@ -304,8 +355,9 @@ public struct SessionStateMachine: Sendable {
     return Int32(clamping: SessionRecord.wholeSeconds(left))
   }
 
-  /// When the next tick (or the finish) of a run is due.
+  /// When the next tick (or the finish) of a run is due, or a wait's timeout.
   public var nextTickDue: Int64? {
+    if case .waiting(_, let wait) = state { return wait.timeoutAt }
     guard case .running(let endsAt, _) = state else { return nil }
     let (due, overflow) = endsAt.subtractingReportingOverflow(Int64(remaining - 1) * 1000)
     return overflow ? endsAt : due

@@ -102,14 +102,10 @@ extension WireCodec {
         }
         length = .until(Int64(value))
       }
-      var finishedLabel: String?
-      if let raw = fields["finishedLabel"] {
-        guard case .string(let label) = raw, SessionRecord.isValidFinishedLabel(label) else {
-          return .failure(
-            "finishedLabel must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters, none of them a control character"
-          )
-        }
-        finishedLabel = label
+      let finishedLabel: String?
+      switch label("finishedLabel", in: fields) {
+      case .success(let label): finishedLabel = label
+      case .failure(let failure): return .failure(failure)
       }
       return .success(
         .command(.start(length ?? .seconds(defaultSeconds), finishedLabel: finishedLabel)))
@@ -128,7 +124,45 @@ extension WireCodec {
       return .success(.command(.adjust(seconds: value)))
     case .rotateKey:
       return .success(.rotateKey)
+    case .wait:
+      var timeoutSeconds: Int?
+      if let raw = fields["timeoutSeconds"] {
+        let range = SessionRecord.timeoutSecondsRange
+        guard let value = raw.integer, range.contains(value) else {
+          return .failure(
+            "timeoutSeconds must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        timeoutSeconds = value
+      }
+      let waitLabel: String?
+      let timeoutLabel: String?
+      switch (label("label", in: fields), label("timeoutLabel", in: fields)) {
+      case (.failure(let failure), _), (_, .failure(let failure)): return .failure(failure)
+      case (.success(let first), .success(let second)): (waitLabel, timeoutLabel) = (first, second)
+      }
+      return .success(
+        .command(
+          .wait(label: waitLabel, timeoutSeconds: timeoutSeconds, timeoutLabel: timeoutLabel)))
+    case .done, .fail:
+      switch label("label", in: fields) {
+      case .success(let label):
+        return .success(.command(op == .done ? .done(label: label) : .fail(label: label)))
+      case .failure(let failure): return .failure(failure)
+      }
     }
+  }
+
+  /// An optional label field, checked as a start's `finishedLabel` is.
+  private static func label(
+    _ name: String, in fields: [String: JSONValue]
+  ) -> Result<String?, DecodeFailure> {
+    guard let raw = fields[name] else { return .success(nil) }
+    guard case .string(let label) = raw, SessionRecord.isValidFinishedLabel(label) else {
+      return .failure(
+        "\(name) must be a string of 1 to \(SessionConfig.maxFinishedLabelLength) characters, none of them a control character"
+      )
+    }
+    return .success(label)
   }
 
   /// The message of a field's `bad_request`.

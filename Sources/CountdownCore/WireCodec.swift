@@ -168,6 +168,18 @@ public enum WireCodec {
       key("\"stale\":")
       writer.bool(state.stale)
     }
+    if fields.contains(.startedAt) {
+      key("\"startedAt\":")
+      if let startedAt = state.startedAt { writer.integer(startedAt) } else { writer.raw("null") }
+    }
+    if fields.contains(.timeoutAt) {
+      key("\"timeoutAt\":")
+      if let timeoutAt = state.timeoutAt { writer.integer(timeoutAt) } else { writer.raw("null") }
+    }
+    if fields.contains(.outcome) {
+      key("\"outcome\":")
+      if let outcome = state.outcome { writer.string(outcome.rawValue) } else { writer.raw("null") }
+    }
     writer.raw("}")
   }
 }

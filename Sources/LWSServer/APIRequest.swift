@@ -283,7 +283,7 @@ struct APIResponse: Equatable {
     case nil: 200
     case .badJSON, .badRequest: 400
     case .forbidden: 403
-    case .busy, .notRunning, .notPaused: 409
+    case .busy, .notRunning, .notPaused, .notWaiting: 409
     case .rateLimited: 429
     case .unavailable, .tooManySessions: 503
     case .outcomeUnknown: 500

@@ -5,7 +5,7 @@ import Observability
 /// The change feed: how this instance keeps the sessions open here in step
 /// with Redis.
 ///
-/// - A session created here is read (`countdown_v2_open`, which also
+/// - A session created here is read (`countdown_v3_open`, which also
 ///   settles its controller key); until then the hub has it `.loading`.
 /// - Every change is published with the cluster epoch, the channel's
 ///   position and the session's revision. A newer revision is adopted, a gap
@@ -108,7 +108,7 @@ final class ChangeFeed {
     return read(session, then: done)
   }
 
-  /// Reads a session's hash (`countdown_v2_open`, which in key mode settles
+  /// Reads a session's hash (`countdown_v3_open`, which in key mode settles
   /// its key) and hands it to the hub: its first state, or a reconciliation.
   @discardableResult
   func read(_ session: String, then done: RedisConnection.Handler? = nil) -> Bool {

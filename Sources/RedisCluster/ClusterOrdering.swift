@@ -3,9 +3,9 @@ import Libev
 import Observability
 
 /// Ordering: every command goes out as one call of the command function
-/// (`countdown_v2_command`), and its reply completes the command's ticket.
+/// (`countdown_v3_command`), and its reply completes the command's ticket.
 /// A command whose reply was lost is looked up by its nonce
-/// (`countdown_v2_resolve`) and answered applied, not applied, or unknown.
+/// (`countdown_v3_resolve`) and answered applied, not applied, or unknown.
 ///
 /// Runs on the loop's thread; its events (`.completed`) go to `emit`.
 final class ClusterOrdering {

@@ -6,7 +6,7 @@ import Observability
 ///
 /// - The hub pushes each change of a session's local count
 ///   (`localViewersChanged`); every `viewerIntervalMs` the sessions whose
-///   count changed, and only those, go to Redis (`countdown_v2_viewers`),
+///   count changed, and only those, go to Redis (`countdown_v3_viewers`),
 ///   which answers the sum, shown as other instances' viewers.
 /// - About once a second a heartbeat keeps this instance counted, and
 ///   renews a slice of its viewer hashes.

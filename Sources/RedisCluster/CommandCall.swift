@@ -1,6 +1,6 @@
 import CountdownCore
 
-/// How a command becomes the argv of one `countdown_v2_command` call: the
+/// How a command becomes the argv of one `countdown_v3_command` call: the
 /// one place that knows the function's argument layout. countdown.lua reads
 /// the same slots through its `ARG` table, and FunctionLayoutTests fail when
 /// the two differ.
@@ -29,6 +29,11 @@ enum CommandCall {
     case nonce
     /// The hash of the key the commanding connection holds ('' in open mode).
     case presented
+    /// The rest of the caller's record: a wait's times and labels, a finished one's outcome.
+    case startedAt
+    case timeoutAt
+    case outcome
+    case baseWaitLabel
     /// '1' for a command authorised by an API token, which passes the key
     /// check without a key ('' otherwise).
     case byToken
@@ -83,6 +88,10 @@ enum CommandCall {
       case .deadline: deadline.map(String.init) ?? ""
       case .nonce: nonce
       case .presented: presented?.hex ?? ""
+      case .startedAt: base.startedAt.map(String.init) ?? "-"
+      case .timeoutAt: base.timeoutAt.map(String.init) ?? "-"
+      case .outcome: base.outcome?.rawValue ?? ""
+      case .baseWaitLabel: base.waitLabel ?? ""
       case .byToken: byToken ? "1" : ""
       case .fingerprint: fingerprint
       }
@@ -98,6 +107,9 @@ enum CommandCall {
     case .cancel, .pause, .resume: ("", "", "")
     case .adjust(let seconds): (String(seconds), "", "")
     case .rotateKey(let hash): (hash.hex, "", "")
+    case .wait(let label, let timeoutSeconds, let timeoutLabel):
+      (timeoutSeconds.map(String.init) ?? "", timeoutLabel ?? "", label ?? "")
+    case .done(let label), .fail(let label): ("", "", label ?? "")
     }
   }
 }

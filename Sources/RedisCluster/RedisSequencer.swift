@@ -3,7 +3,7 @@ import Libev
 import Observability
 
 /// The command path's "sequence" step for a cluster: Redis orders every
-/// command through one function call (`countdown_v2_command`), so instances
+/// command through one function call (`countdown_v3_command`), so instances
 /// behind a load balancer share sessions.
 ///
 /// A thin coordinator: it implements the core's ports (`CommandSequencer`,
@@ -73,7 +73,7 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// The function library's name, with its version: a release that changes
   /// what a function takes or answers gets a new one, so old and new
   /// instances each call their own through a rolling upgrade.
-  static let library = "countdown_v2"
+  static let library = "countdown_v3"
   static func function(_ name: String) -> String { "\(library)_\(name)" }
 
   static let epochKey = "countdown:epoch"

@@ -1,6 +1,6 @@
-#!lua name=countdown_v2
+#!lua name=countdown_v3
 -- The cluster's one writer of session state. Every state change is one call
--- of countdown_v2_command: it checks the phase, takes the time from Redis, bumps
+-- of countdown_v3_command: it checks the phase, takes the time from Redis, bumps
 -- the revision, writes the session hash and publishes the change, all in one
 -- atomic step, so two starts racing on two instances give one ack and one
 -- busy without WATCH/MULTI. The rules mirror SessionRecord.applying in
@@ -21,6 +21,7 @@
 local SECONDS_MIN, SECONDS_MAX = 1, 86400
 local ADJUST_MIN, ADJUST_MAX = -86400, 86400
 local AHEAD_MIN, AHEAD_MAX = 1000, 2592000000
+local TIMEOUT_MIN, TIMEOUT_MAX = 1, 86400
 -- SessionStateMachine.maxUnstoredPatchesPerSecond: what one instance may
 -- publish per second without a command (a tick and a viewer count).
 local PATCHES_PER_SECOND = 5
@@ -37,7 +38,9 @@ local VIEW_MS = 180000
 local IDEM_MS = 86400000
 -- Rules refusals that are remembered for an idempotency key: final answers
 -- (IdempotentAnswer.remembers). Others are "try again", or depend on the caller.
-local REMEMBERED = {busy = true, not_running = true, not_paused = true, bad_request = true}
+local REMEMBERED = {
+  busy = true, not_running = true, not_paused = true, not_waiting = true, bad_request = true,
+}
 
 local function int(n) return string.format('%.0f', n) end
 
@@ -57,7 +60,8 @@ local EPOCH_MAX = 253402300799999
 local DURATION_MAX = 2147483647
 local COUNTER_MAX = 9007199254740991
 local LABEL_MAX = 64
-local PHASES = {idle = true, running = true, paused = true, finished = true}
+local PHASES = {idle = true, running = true, paused = true, finished = true, waiting = true}
+local OUTCOMES = {elapsed = true, done = true, failed = true, timeout = true}
 
 -- A whole number in decimal digits within lo..hi, else nil. tonumber alone
 -- would take '1e3', '0x10', ' 5', 'inf' and 'nan'.
@@ -88,7 +92,7 @@ end
 local function parse(f)
   local r = {
     phase = f.phase, label = f.label, key = f.key, stored = f.phase ~= nil,
-    applied = f.applied, voided = f.voided,
+    applied = f.applied, voided = f.voided, waitLabel = f.waitLabel, outcome = f.outcome,
   }
   r.created = integer(f.created or '0', 0, EPOCH_MAX)
   if not r.created then return nil, 'created out of range' end
@@ -103,6 +107,16 @@ local function parse(f)
   r.revision = integer(f.revision, 0, COUNTER_MAX)
   if not r.revision then return nil, 'revision out of range' end
   if r.label ~= nil and not is_label(r.label) then return nil, 'label is not text' end
+  if r.waitLabel ~= nil and not is_label(r.waitLabel) then return nil, 'waitLabel is not text' end
+  if r.outcome ~= nil and not OUTCOMES[r.outcome] then return nil, 'unknown outcome' end
+  if f.startedAt ~= nil then
+    r.startedAt = integer(f.startedAt, 0, EPOCH_MAX)
+    if not r.startedAt then return nil, 'startedAt out of range' end
+  end
+  if f.timeoutAt ~= nil then
+    r.timeoutAt = integer(f.timeoutAt, 0, EPOCH_MAX)
+    if not r.timeoutAt then return nil, 'timeoutAt out of range' end
+  end
   if f.endsAt ~= nil then
     r.endsAt = integer(f.endsAt, 0, EPOCH_MAX)
     if not r.endsAt then return nil, 'endsAt out of range' end
@@ -112,14 +126,28 @@ local function parse(f)
     if not r.remainingMs then return nil, 'remainingMs out of range' end
   end
   local running, paused = r.phase == 'running', r.phase == 'paused'
-  if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused then
+  local waiting = r.phase == 'waiting'
+  if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused
+    or (r.startedAt ~= nil) ~= waiting or (r.timeoutAt ~= nil and not waiting)
+    or (r.waitLabel ~= nil and not waiting) or (r.outcome ~= nil) ~= (r.phase == 'finished')
+  then
     return nil, 'fields disagree with the phase'
+  end
+  if waiting and r.duration ~= 0 then return nil, 'a waiting record has a duration' end
+  if r.timeoutAt ~= nil then
+    local span = r.timeoutAt - r.startedAt
+    if span < TIMEOUT_MIN * 1000 or span > TIMEOUT_MAX * 1000 then
+      return nil, 'timeoutAt is not 1 s to 1 day after startedAt'
+    end
   end
   -- No command sets a deadline more than the longest run past its own time.
   local updated = integer(f.updatedAt, 0, EPOCH_MAX)
   if f.updatedAt ~= nil and not updated then return nil, 'updatedAt out of range' end
   if running and updated and r.endsAt - updated > AHEAD_MAX then
     return nil, "endsAt is more than 30 days after updatedAt"
+  end
+  if waiting and updated and r.startedAt > updated then
+    return nil, 'startedAt is after updatedAt'
   end
   return r
 end
@@ -131,6 +159,8 @@ local function read(key)
   if #h == 0 then return nil end
   local f = {}
   for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+  -- A finished hash that countdown_v2 wrote has no outcome: its run elapsed.
+  if f.phase == 'finished' and f.outcome == nil then f.outcome = 'elapsed' end
   local r, why = parse(f)
   return r, why, f
 end
@@ -143,16 +173,34 @@ local function seq_floor(r, at)
   return math.min(floor, COUNTER_MAX)
 end
 
--- One line, the label last since it may hold spaces: what the function
--- returns and publishes, and what RecordMessage parses.
+-- One line, the labels last since they may hold spaces: what the function
+-- returns and publishes, and what RecordMessage parses. The wait label's
+-- length in bytes (0: none) says where it ends and the other label begins.
 local function encode(epoch, pos, session, r, at)
   local line = table.concat({
     epoch, int(pos), session, int(r.revision), int(seq_floor(r, at)), r.phase,
     int(r.duration), r.endsAt and int(r.endsAt) or '-',
     r.remainingMs and int(r.remainingMs) or '-', int(at),
+    r.startedAt and int(r.startedAt) or '-', r.timeoutAt and int(r.timeoutAt) or '-',
+    r.outcome or '-', int(r.waitLabel and #r.waitLabel or 0),
   }, ' ')
+  if r.waitLabel then line = line .. ' ' .. r.waitLabel end
   if r.label then line = line .. ' ' .. r.label end
   return line
+end
+
+-- An optional label operand: '' for none, else text (false: not a label).
+local function label_operand(text)
+  if text == nil or text == '' then return nil end
+  if is_label(text) then return text end
+  return false
+end
+
+-- Leaves the waiting phase's fields behind.
+local function end_wait(r)
+  r.startedAt = nil
+  r.timeoutAt = nil
+  r.waitLabel = nil
 end
 
 -- The rules of each op, SessionRecord.applying's cases: each changes r and
@@ -161,7 +209,7 @@ end
 local RULES = {}
 
 function RULES.start(r, a, b, label, at)
-  if r.phase == 'running' or r.phase == 'paused' then return 'busy' end
+  if r.phase == 'running' or r.phase == 'paused' or r.phase == 'waiting' then return 'busy' end
   local endsAt
   if a == 'seconds' then
     local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
@@ -175,6 +223,7 @@ function RULES.start(r, a, b, label, at)
     return 'bad_request'
   end
   r.phase = 'running'
+  r.outcome = nil
   r.endsAt = endsAt
   r.remainingMs = nil
   r.duration = whole_seconds(endsAt - at)
@@ -188,10 +237,13 @@ function RULES.start(r, a, b, label, at)
 end
 
 function RULES.cancel(r)
-  if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
+  if r.phase ~= 'running' and r.phase ~= 'paused' and r.phase ~= 'waiting' then
+    return 'not_running'
+  end
   r.phase = 'idle'
   r.endsAt = nil
   r.remainingMs = nil
+  end_wait(r)
 end
 
 function RULES.pause(r, a, b, label, at)
@@ -218,6 +270,7 @@ function RULES.adjust(r, a, b, label, at)
   r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
   if left <= 0 then
     r.phase = 'finished'
+    r.outcome = 'elapsed'
     r.endsAt = nil
     r.remainingMs = nil
   elseif r.phase == 'running' then
@@ -232,11 +285,52 @@ function RULES.rotate_key(r, a)
   r.key = a
 end
 
+-- a: timeoutSeconds ('' for none), b: the timeout's label, label: the wait's.
+function RULES.wait(r, a, b, label, at)
+  if r.phase == 'running' or r.phase == 'paused' or r.phase == 'waiting' then return 'busy' end
+  local shown, timeoutLabel = label_operand(label), label_operand(b)
+  if shown == false or timeoutLabel == false then return 'bad_request' end
+  local timeoutAt
+  if a ~= nil and a ~= '' then
+    local seconds = integer(a, TIMEOUT_MIN, TIMEOUT_MAX)
+    if not seconds then return 'bad_request' end
+    timeoutAt = at + seconds * 1000
+  end
+  r.phase = 'waiting'
+  r.outcome = nil
+  r.startedAt = at
+  r.timeoutAt = timeoutAt
+  r.duration = 0
+  r.waitLabel = shown
+  r.label = timeoutLabel
+end
+
+-- done and fail: a wait ends with this outcome, and the label (if any) shown.
+local function end_waiting(r, label, outcome)
+  if r.phase ~= 'waiting' then return 'not_waiting' end
+  local finished = label_operand(label)
+  if finished == false then return 'bad_request' end
+  r.phase = 'finished'
+  r.outcome = outcome
+  r.label = finished
+  end_wait(r)
+end
+
+function RULES.done(r, a, b, label) return end_waiting(r, label, 'done') end
+
+function RULES.fail(r, a, b, label) return end_waiting(r, label, 'failed') end
+
 -- SessionRecord.applying: nil on success (r is changed), else the error code.
 local function apply(r, op, a, b, label, at)
   if r.phase == 'running' and r.endsAt and r.endsAt <= at then
     r.phase = 'finished'
+    r.outcome = 'elapsed'
     r.endsAt = nil
+  elseif r.phase == 'waiting' and r.timeoutAt and r.timeoutAt <= at then
+    -- Every instance derives the same end from the shared timeoutAt.
+    r.phase = 'finished'
+    r.outcome = 'timeout'
+    end_wait(r)
   end
   local rule = RULES[op]
   if not rule then return 'bad_request' end
@@ -281,6 +375,10 @@ local function write(key, r, at)
     table.insert(fields, 'remainingMs'); table.insert(fields, int(r.remainingMs))
   end
   if r.label then table.insert(fields, 'label'); table.insert(fields, r.label) end
+  if r.startedAt then table.insert(fields, 'startedAt'); table.insert(fields, int(r.startedAt)) end
+  if r.timeoutAt then table.insert(fields, 'timeoutAt'); table.insert(fields, int(r.timeoutAt)) end
+  if r.outcome then table.insert(fields, 'outcome'); table.insert(fields, r.outcome) end
+  if r.waitLabel then table.insert(fields, 'waitLabel'); table.insert(fields, r.waitLabel) end
   if r.key then table.insert(fields, 'key'); table.insert(fields, r.key) end
   if r.applied then table.insert(fields, 'applied'); table.insert(fields, r.applied) end
   if r.voided then table.insert(fields, 'voided'); table.insert(fields, r.voided) end
@@ -300,7 +398,7 @@ local function check_epoch(key, epoch)
   return nil
 end
 
--- The ARGV slots of countdown_v2_command, by name: CommandCall.Slot in
+-- The ARGV slots of countdown_v3_command, by name: CommandCall.Slot in
 -- Sources/RedisCluster/CommandCall.swift names the same slots with the same
 -- numbers, and a test fails when the two differ. The command's operands
 -- (first, second, label: what SessionCommand's case carries); then the
@@ -309,14 +407,18 @@ end
 -- (ms) at which the caller still waits for the answer, the command's nonce,
 -- kept with the session when it applies so that a caller whose reply was
 -- lost can tell (resolve), and the hash of the key the commanding connection
--- holds ('' in open mode), and '1' when an API token authorised the
--- command: it may command any session, and passes the key check without
--- a key (an instance never sends a session's own hash back for it); then
--- the command's fingerprint, kept with an idempotency key's answer.
+-- holds ('' in open mode); then the rest of the caller's record, a wait's
+-- (startedAt, timeoutAt: '-' for none) and a finished one's outcome ('' for none);
+-- then '1' when an API token authorised the command: it may command any
+-- session, and passes the key check without a key (an instance never sends
+-- a session's own hash back for it); then the command's fingerprint, kept
+-- with an idempotency key's answer.
 local ARG = {
   epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
   phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
-  deadline = 14, nonce = 15, presented = 16, byToken = 17, fingerprint = 18,
+  deadline = 14, nonce = 15, presented = 16,
+  startedAt = 17, timeoutAt = 18, outcome = 19, baseWaitLabel = 20, byToken = 21,
+  fingerprint = 22,
 }
 
 -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}
@@ -327,7 +429,7 @@ local ARG = {
 -- returned without applying anything (a different command under the same
 -- key is bad_request); else the answer is stored there, with the command's
 -- fingerprint, for a day, in this same atomic call. KEYS[4], the session
--- index, gets every commanded session (countdown_v2_peek lists it).
+-- index, gets every commanded session (countdown_v3_peek lists it).
 -- A rotation also publishes `key <session> <revision> <hash>` first, so every
 -- instance stops taking the old key.
 local function command(keys, args)
@@ -356,6 +458,10 @@ local function command(keys, args)
       remainingMs = args[ARG.remainingMs] ~= '-' and args[ARG.remainingMs] or nil,
       revision = args[ARG.revision],
       label = args[ARG.baseLabel] ~= '' and args[ARG.baseLabel] or nil,
+      startedAt = args[ARG.startedAt] ~= '-' and args[ARG.startedAt] or nil,
+      timeoutAt = args[ARG.timeoutAt] ~= '-' and args[ARG.timeoutAt] or nil,
+      outcome = args[ARG.outcome] ~= '' and args[ARG.outcome] or nil,
+      waitLabel = args[ARG.baseWaitLabel] ~= '' and args[ARG.baseWaitLabel] or nil,
       -- The caller's record was written at or before now.
       updatedAt = int(at),
     })
@@ -572,7 +678,7 @@ end
 
 -- An instance forgot a session: its field and index entry go, and when no
 -- live instance has the session open any more, so do its viewer hash and
--- its session hash (unless a run is still in it: that one keeps its TTL).
+-- its session hash (unless a run or a wait is still in it: that one keeps its TTL).
 -- KEYS: 1 the session hash, 2 its viewer hash, 3 the instance set, 4 the
 -- caller's session index, 5 the cluster's session index (optional), whose
 -- entry goes with the session hash. ARGV: instance id, session. Returns 1
@@ -591,7 +697,8 @@ local function forget(keys, args)
   redis.call('DEL', keys[2])
   local r = read(keys[1])
   local ends = r and r.endsAt
-  if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at))) then
+  local waits = r and r.phase == 'waiting' and not (r.timeoutAt and r.timeoutAt <= at)
+  if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at) or waits)) then
     redis.call('DEL', keys[1])
     if keys[5] then redis.call('ZREM', keys[5], args[2]) end
   end
@@ -658,12 +765,12 @@ local function reap(keys, args)
   return sessions
 end
 
-redis.register_function('countdown_v2_command', command)
-redis.register_function('countdown_v2_viewers', viewers)
-redis.register_function('countdown_v2_open', open)
-redis.register_function('countdown_v2_forget', forget)
-redis.register_function('countdown_v2_renew', renew)
-redis.register_function('countdown_v2_heartbeat', heartbeat)
-redis.register_function('countdown_v2_reap', reap)
-redis.register_function('countdown_v2_resolve', resolve)
-redis.register_function('countdown_v2_peek', peek)
+redis.register_function('countdown_v3_command', command)
+redis.register_function('countdown_v3_viewers', viewers)
+redis.register_function('countdown_v3_open', open)
+redis.register_function('countdown_v3_forget', forget)
+redis.register_function('countdown_v3_renew', renew)
+redis.register_function('countdown_v3_heartbeat', heartbeat)
+redis.register_function('countdown_v3_reap', reap)
+redis.register_function('countdown_v3_resolve', resolve)
+redis.register_function('countdown_v3_peek', peek)

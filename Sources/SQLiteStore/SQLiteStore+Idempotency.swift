@@ -8,7 +8,7 @@ import CountdownCore
 /// the writer thread, in the transaction that adds a row (through the index
 /// on `at`, so the cost is the rows deleted), and at start-up.
 struct IdempotencyStatements {
-  /// Schema step 3 → 4. An applied command's row holds its record in the
+  /// Schema step 4 → 5. An applied command's row holds its record in the
   /// session columns; a remembered refusal holds its code and no record.
   static let createTable = """
     CREATE TABLE idempotency (
@@ -18,11 +18,16 @@ struct IdempotencyStatements {
       code TEXT,
       phase TEXT, duration INTEGER, ends_at INTEGER, remaining_ms INTEGER, finished_label TEXT,
       seq INTEGER, revision INTEGER, updated_at INTEGER,
+      started_at INTEGER, timeout_at INTEGER, wait_label TEXT, outcome TEXT,
       at INTEGER NOT NULL,
       PRIMARY KEY (session, key)
     ) WITHOUT ROWID;
     CREATE INDEX idempotency_at ON idempotency (at);
     """
+
+  /// Where `Database.row` puts the key hash, and how many record columns it has besides the id.
+  static let keyHashColumn = 9
+  static let recordColumns = 12
 
   let upsert: Statement
   let prune: Statement
@@ -33,16 +38,18 @@ struct IdempotencyStatements {
     upsert = try connection.prepare(
       """
       INSERT OR REPLACE INTO idempotency (session, key, fingerprint, code, phase, duration,
-        ends_at, remaining_ms, finished_label, seq, revision, updated_at, at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ends_at, remaining_ms, finished_label, seq, revision, updated_at, started_at, timeout_at,
+        wait_label, outcome, at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """)
     prune = try connection.prepare("DELETE FROM idempotency WHERE at <= ?")
-    // Columns 0-9 as `selectSessions`'s, so a record is read by the same
+    // Columns 0-13 as `selectSessions`'s, so a record is read by the same
     // checks as a session row's; the newest first, for the memory bound.
     select = try connection.prepare(
       """
       SELECT session, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, NULL, key, fingerprint, code, at
+             updated_at, NULL, started_at, timeout_at, wait_label, outcome,
+             key, fingerprint, code, at
       FROM idempotency WHERE at > ? ORDER BY at DESC LIMIT ?
       """)
     delete = try connection.prepare(
@@ -55,11 +62,12 @@ struct IdempotencyStatements {
     switch entry.answer {
     case .applied(let record):
       // The session row's columns from `row`, without its id and key hash.
+      let row = Database.row(entry.session, record, nil)
       values.append(.null)
-      values += Database.row(entry.session, record, nil).dropFirst().dropLast()
+      values += row[1..<Self.keyHashColumn] + row[(Self.keyHashColumn + 1)...]
     case .rejected(let code):
       values.append(.text(code.rawValue))
-      values += Array(repeating: SQLValue.null, count: 8)
+      values += Array(repeating: SQLValue.null, count: Self.recordColumns)
     }
     values.append(.integer(entry.at))
     try upsert.run(values)
@@ -93,7 +101,7 @@ extension SQLiteStore {
         do throws(Database.RowDamage) {
           entries.append(try Self.decodeAnswer(row))
         } catch {
-          damaged.append((row.bytes(0), row.bytes(10), error.reason))
+          damaged.append((row.bytes(0), row.bytes(14), error.reason))
         }
       }
       for (session, key, _) in damaged { try statements.delete.run([.blob(session), .blob(key)]) }
@@ -107,16 +115,16 @@ extension SQLiteStore {
   }
 
   static func decodeAnswer(_ row: Row) throws(Database.RowDamage) -> IdempotencyEntry {
-    guard let key = row.exactText(10), let fingerprint = row.exactText(11),
-      let at = row.exactInteger(13)
+    guard let key = row.exactText(14), let fingerprint = row.exactText(15),
+      let at = row.exactInteger(17)
     else { throw Database.RowDamage("key, fingerprint or at is of the wrong type") }
     let answer: IdempotentAnswer
     let session: String
-    if row.isNull(12) {
+    if row.isNull(16) {
       let stored = try Database.decode(row)
       (session, answer) = (stored.id, .applied(stored.record))
     } else {
-      guard let text = row.exactText(12), let code = ErrorCode(rawValue: text),
+      guard let text = row.exactText(16), let code = ErrorCode(rawValue: text),
         let id = row.exactText(0)
       else { throw Database.RowDamage("code is not an error code") }
       (session, answer) = (id, .rejected(code))

@@ -369,28 +369,33 @@ final class Database {
     upsertSession = try connection.prepare(
       """
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
-                            revision, updated_at, key_hash)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            revision, updated_at, key_hash, started_at, timeout_at, wait_label,
+                            outcome)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (id) DO UPDATE SET
         phase = excluded.phase, duration = excluded.duration, ends_at = excluded.ends_at,
         remaining_ms = excluded.remaining_ms, finished_label = excluded.finished_label,
         seq = excluded.seq, revision = excluded.revision, updated_at = excluded.updated_at,
-        key_hash = excluded.key_hash
+        key_hash = excluded.key_hash, started_at = excluded.started_at,
+        timeout_at = excluded.timeout_at, wait_label = excluded.wait_label,
+        outcome = excluded.outcome
       """)
     deleteSession = try connection.prepare("DELETE FROM sessions WHERE id = ?")
     selectSessions = try connection.prepare(
       """
       SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, key_hash
+             updated_at, key_hash, started_at, timeout_at, wait_label, outcome
       FROM sessions ORDER BY id
       """)
     selectMeta = try connection.prepare("SELECT value FROM meta WHERE name = ?")
     // By the id's bytes: a damaged id may be a blob, or text that is not UTF-8.
     setAside = try connection.prepare(
       """
-      INSERT INTO damaged_sessions
+      INSERT INTO damaged_sessions (id, phase, duration, ends_at, remaining_ms, finished_label,
+                                    seq, revision, updated_at, key_hash, reason, set_aside_at,
+                                    started_at, timeout_at, wait_label, outcome)
       SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, key_hash, ?, ?
+             updated_at, key_hash, ?, ?, started_at, timeout_at, wait_label, outcome
       FROM sessions WHERE CAST(id AS BLOB) = ?
       """)
     deleteSetAside = try connection.prepare("DELETE FROM sessions WHERE CAST(id AS BLOB) = ?")
@@ -449,6 +454,10 @@ final class Database {
       // seq and revision are UInt64; SQLite's integers are signed 64-bit.
       .integer(Int64(bitPattern: record.seq)), .integer(Int64(bitPattern: record.revision)),
       .integer(record.updatedAt), keyHash.map { .blob($0.array) } ?? .null,
+      record.startedAt.map { .integer($0) } ?? .null,
+      record.timeoutAt.map { .integer($0) } ?? .null,
+      record.waitLabel.map { .text($0) } ?? .null,
+      record.outcome.map { .text($0.rawValue) } ?? .null,
     ]
   }
 
@@ -510,12 +519,19 @@ final class Database {
     guard let phaseText = row.exactText(1), let phase = Phase(rawValue: phaseText) else {
       throw RowDamage("unknown phase")
     }
-    var label: String?
-    if !row.isNull(5) {
-      guard let text = row.exactText(5) else {
-        throw RowDamage("finished_label holds \(row.type(5).rawValue), not UTF-8 text")
+    func optionalText(_ column: Int32, _ name: String) throws(RowDamage) -> String? {
+      guard !row.isNull(column) else { return nil }
+      guard let text = row.exactText(column) else {
+        throw RowDamage("\(name) holds \(row.type(column).rawValue), not UTF-8 text")
       }
-      label = text
+      return text
+    }
+    let label = try optionalText(5, "finished_label")
+    let waitLabel = try optionalText(12, "wait_label")
+    var outcome: Outcome?
+    if let text = try optionalText(13, "outcome") {
+      guard let named = Outcome(rawValue: text) else { throw RowDamage("unknown outcome") }
+      outcome = named
     }
     var keyHash: KeyHash?
     if !row.isNull(9) {
@@ -529,7 +545,8 @@ final class Database {
       endsAt: try optionalInteger(3, "ends_at"),
       remainingMs: try optionalInteger(4, "remaining_ms"),
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
-      updatedAt: try integer(8, "updated_at"))
+      updatedAt: try integer(8, "updated_at"), startedAt: try optionalInteger(10, "started_at"),
+      timeoutAt: try optionalInteger(11, "timeout_at"), waitLabel: waitLabel, outcome: outcome)
     do throws(SessionRecord.Damage) {
       return StoredSession(id: id, record: try SessionRecord(validating: fields), keyHash: keyHash)
     } catch {

@@ -11,11 +11,17 @@
 ///   `--control key` mode (never the key itself).
 /// - Version 3: `damaged_sessions`, where start-up moves a row it cannot take
 ///   as a session, as it was (untyped columns keep every value), with why.
-/// - Version 4: `idempotency`, the first answer of each command sent with an
+/// - Version 4: the waiting phase. `sessions` is rebuilt, since its phase
+///   CHECK must take `waiting`, with `started_at`, `timeout_at`, `wait_label`
+///   and `outcome` (every finished row of an older file elapsed: a countdown
+///   ran out), and `damaged_sessions` gets the same columns. A row whose
+///   phase the old CHECK would not have let in (one written with the check
+///   off) cannot be copied, so it is set aside there, as start-up would.
+/// - Version 5: `idempotency`, the first answer of each command sent with an
 ///   `Idempotency-Key`, kept a day (`SQLiteStore+Idempotency.swift`).
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 4
+  static let version: Int64 = 5
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -44,6 +50,41 @@ enum Schema {
       key_hash, reason TEXT NOT NULL, set_aside_at INTEGER NOT NULL
     );
     """,
+    """
+    CREATE TABLE sessions_v4 (
+      id TEXT PRIMARY KEY NOT NULL,
+      phase TEXT NOT NULL
+        CHECK (phase IN ('idle', 'running', 'paused', 'finished', 'waiting')),
+      duration INTEGER NOT NULL,
+      ends_at INTEGER,
+      remaining_ms INTEGER,
+      finished_label TEXT,
+      seq INTEGER NOT NULL,
+      revision INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      key_hash BLOB CHECK (key_hash IS NULL OR length(key_hash) = 32),
+      started_at INTEGER,
+      timeout_at INTEGER,
+      wait_label TEXT,
+      outcome TEXT
+    ) WITHOUT ROWID;
+    ALTER TABLE damaged_sessions ADD COLUMN started_at;
+    ALTER TABLE damaged_sessions ADD COLUMN timeout_at;
+    ALTER TABLE damaged_sessions ADD COLUMN wait_label;
+    ALTER TABLE damaged_sessions ADD COLUMN outcome;
+    INSERT INTO sessions_v4 (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
+                             revision, updated_at, key_hash, outcome)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, CASE WHEN phase = 'finished' THEN 'elapsed' END
+      FROM sessions WHERE phase IN ('idle', 'running', 'paused', 'finished');
+    INSERT INTO damaged_sessions (id, phase, duration, ends_at, remaining_ms, finished_label,
+                                  seq, revision, updated_at, key_hash, reason, set_aside_at)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, 'unknown phase', CAST(strftime('%s', 'now') AS INTEGER) * 1000
+      FROM sessions WHERE phase IS NULL OR phase NOT IN ('idle', 'running', 'paused', 'finished');
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v4 RENAME TO sessions;
+    """,
     IdempotencyStatements.createTable,
   ]
 
@@ -54,6 +95,7 @@ enum Schema {
       "id", "phase", "duration", "ends_at", "remaining_ms", "finished_label", "seq", "revision",
       "updated_at",
     ].map { ($0, 1) } + [("key_hash", 2)]
+    + ["started_at", "timeout_at", "wait_label", "outcome"].map { ($0, 4) }
 
   static func userVersion(_ connection: Connection) throws(StoreError) -> Int64 {
     var version: Int64 = 0

@@ -16,12 +16,15 @@ final class SessionEventLog: HubObserver {
 
   func hub(published patch: Patch, session: String) {
     if patch.fields.contains(.phase) {
-      logger.info(
-        "session_\(patch.state.phase.rawValue)",
-        [
-          "session": LogValue(session), "seq": LogValue(patch.seq),
-          "remaining": LogValue(patch.state.remaining),
-        ])
+      var fields: [(String, LogValue)] = [
+        ("session", LogValue(session)), ("seq", LogValue(patch.seq)),
+        ("remaining", LogValue(patch.state.remaining)),
+      ]
+      // How it ended: a CI job's result reads in the log as on the page.
+      if let outcome = patch.state.outcome {
+        fields.append(("outcome", LogValue(outcome.rawValue)))
+      }
+      logger.info("session_\(patch.state.phase.rawValue)", fields: fields)
     } else if patch.fields.contains(.remaining) && logger.enabled(.debug) {
       logger.debug(
         "session_tick",

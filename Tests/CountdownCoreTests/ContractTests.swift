@@ -49,6 +49,8 @@ import Testing
       range(contract["untilAheadMs"]).map { Int64($0.lowerBound)...Int64($0.upperBound) }
         == SessionRecord.aheadMsRange)
     #expect(contract["finishedLabelMaxLength"] as? Int == SessionConfig.maxFinishedLabelLength)
+    #expect(range(contract["timeoutSeconds"]) == SessionRecord.timeoutSecondsRange)
+    #expect(contract["waitLabelMaxLength"] as? Int == SessionConfig.maxFinishedLabelLength)
     #expect(contract["maxMessageBytes"] as? Int == WireCodec.maxMessageBytes)
   }
 
@@ -91,6 +93,11 @@ import Testing
     let labels = try #require(contract["labels"] as? [String: String])
     #expect(labels["idle"] == SessionConfig().idleLabel)
     #expect(labels["finished"] == SessionConfig().finishedLabel)
+    #expect(labels["waiting"] == SessionConfig().waitingLabel)
+    #expect(labels["done"] == SessionConfig().finishedLabel(for: .done))
+    #expect(labels["failed"] == SessionConfig().finishedLabel(for: .failed))
+    #expect(labels["timeout"] == SessionConfig().finishedLabel(for: .timeout))
+    #expect(contract["outcomes"] as? [String] == Outcome.allCases.map(\.rawValue))
     #expect(contract["subprotocol"] as? String == "countdown.v1")
     #expect(contract["sessionIdMaxLength"] as? Int == SessionID.maxLength)
     let ops = try #require(contract["ops"] as? [String])
@@ -112,6 +119,29 @@ import Testing
     ] {
       let pageAccepts = (try? regex.wholeMatch(in: id)) != nil
       #expect(pageAccepts == SessionID.isValid(id), "id \(id)")
+    }
+  }
+}
+
+extension ContractTests {
+  /// The contract's wait limits are where the decoder puts them: the ends of
+  /// timeoutSeconds decode and one past each does not, and a label of
+  /// waitLabelMaxLength characters decodes where one more does not.
+  @Test func waitLimitsDecodeAtTheirEdges() throws {
+    let contract = try Self.contract()
+    let timeout = try #require(range(contract["timeoutSeconds"]))
+    let maxLabel = try #require(contract["waitLabelMaxLength"] as? Int)
+    func decodes(_ text: String) -> Bool {
+      (try? WireCodec.decode(Array(text.utf8), defaultSeconds: 5).get()) != nil
+    }
+    #expect(decodes(#"{"op":"wait","timeoutSeconds":\#(timeout.lowerBound)}"#))
+    #expect(decodes(#"{"op":"wait","timeoutSeconds":\#(timeout.upperBound)}"#))
+    #expect(!decodes(#"{"op":"wait","timeoutSeconds":\#(timeout.lowerBound - 1)}"#))
+    #expect(!decodes(#"{"op":"wait","timeoutSeconds":\#(timeout.upperBound + 1)}"#))
+    for op in ["wait", "done", "fail"] {
+      let fits = String(repeating: "é", count: maxLabel)
+      #expect(decodes(#"{"op":"\#(op)","label":"\#(fits)"}"#), "\(op)")
+      #expect(!decodes(#"{"op":"\#(op)","label":"\#(fits)é"}"#), "\(op)")
     }
   }
 }

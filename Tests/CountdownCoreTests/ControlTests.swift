@@ -441,6 +441,36 @@ final class RecordingStore: SessionStore {
     #expect(hub.stats.commands["start"]?["too_many_sessions"] == 3)
   }
 
+  /// A wait holds its address's place as a run does, a wait past the cap is
+  /// `too_many_sessions`, and a done, a timeout or a cancel frees the place; a
+  /// waiting session with no viewers is never forgotten.
+  @Test func waitingSessionsHoldTheirAddressPlace() {
+    let hub = Hub(config: HubConfig(maxSessionsPerAddress: 2))
+    let a = "198.51.100.9"
+    func wait(_ session: String, _ fields: String = "", now: Int64) -> (ConnectionID, String?) {
+      var viewer = FakeViewer(id: hub.join(session, peer: a, now: now))
+      hub.receive(message(#"{"op":"wait","id":1\#(fields)}"#), from: viewer.id, now: now)
+      viewer.read(from: hub, now: now)
+      let answer = viewer.messages.last { $0["id"] as? Int == 1 }
+      return (viewer.id, answer?["code"] as? String ?? answer?["type"] as? String)
+    }
+    let (first, answer) = wait("w0", #","timeoutSeconds":5"#, now: t0)
+    #expect(answer == "ack")
+    let (second, _) = wait("w1", now: t0)
+    #expect(hub.state(of: "w1")?.state.phase == .waiting)
+    #expect(wait("w2", now: t0).1 == "too_many_sessions")
+    #expect(start(hub, "w3", from: a, now: t0).1 == "too_many_sessions")
+    hub.disconnect(first, now: t0)
+    hub.disconnect(second, now: t0)
+    // Long after any idle expiry, the wait without a timeout is still there.
+    run(hub, until: t0 + 10 * SessionConfig().idleExpiryMs)
+    #expect(hub.state(of: "w1")?.state.phase == .waiting)
+    // The 5 s one timed out (and, with nobody watching, was forgotten): one place again.
+    #expect(hub.state(of: "w0")?.state.phase != .waiting)
+    #expect(wait("w4", now: t0 + 10 * SessionConfig().idleExpiryMs).1 == "ack")
+    #expect(hub.stats.commands["wait"]?["too_many_sessions"] == 1)
+  }
+
   /// A paused session forgotten after its expiry frees its place, and an address nobody holds any more is gone from the table.
   @Test func forgottenSessionsFreeTheirPlace() {
     let hub = Hub(

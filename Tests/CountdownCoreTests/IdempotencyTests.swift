@@ -273,7 +273,7 @@ final class HoldingStore: SessionStore {
     let text = String(decoding: one, as: UTF8.self)
     #expect(
       text
-        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false}}"#
+        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
     )
   }
 }
@@ -282,5 +282,35 @@ extension IdempotentAnswer {
   var record: SessionRecord? {
     if case .applied(let record) = self { return record }
     return nil
+  }
+}
+
+extension IdempotencyTests {
+  /// A keyed wait is replayed as waiting even after done; a keyed done refused with not_waiting stays refused after a wait.
+  @Test func waitingOpsAreRemembered() {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    let wait = SessionCommand.wait(label: "Deploying", timeoutSeconds: 900, timeoutLabel: nil)
+    hub.submit(wait, idempotencyKey: "w", from: id, now: t0)
+    let first = answers(hub, id, now: t0)
+    #expect(first.first?.contains(#""phase":"waiting""#) == true)
+    hub.submit(.done(label: "Deployed"), idempotencyKey: "d", from: id, now: t0 + 1)
+    _ = answers(hub, id, now: t0 + 1)
+    hub.submit(wait, idempotencyKey: "w", from: id, now: t0 + 2)
+    #expect(answers(hub, id, now: t0 + 2) == first)
+    #expect(hub.record(of: "s")?.phase == .finished)
+    hub.submit(.fail(label: nil), idempotencyKey: "f", from: id, now: t0 + 3)
+    let refused = answers(hub, id, now: t0 + 3)
+    #expect(refused.first?.contains(#""code":"not_waiting""#) == true)
+    hub.submit(wait, idempotencyKey: nil, from: id, now: t0 + 4)
+    _ = answers(hub, id, now: t0 + 4)
+    hub.submit(.fail(label: nil), idempotencyKey: "f", from: id, now: t0 + 5)
+    #expect(answers(hub, id, now: t0 + 5) == refused)
+    #expect(hub.record(of: "s")?.phase == .waiting)
+    // Another wait under the key of the first is another command.
+    hub.submit(
+      .wait(label: "Deploying", timeoutSeconds: 901, timeoutLabel: nil), idempotencyKey: "w",
+      from: id, now: t0 + 6)
+    #expect(answers(hub, id, now: t0 + 6).first?.contains(#""code":"bad_request""#) == true)
   }
 }

@@ -13,6 +13,9 @@ import Testing
     let commands: [SessionCommand] = [
       .start(.seconds(90), finishedLabel: "Done"), .pause, .adjust(seconds: 30), .resume,
       .adjust(seconds: -86_400), .start(.until(t0 + 2_592_000_000), finishedLabel: nil), .cancel,
+      .wait(label: "w", timeoutSeconds: 86_400, timeoutLabel: "t"), .rotateKey(KeyHash(of: "k")),
+      .done(label: "ok"), .wait(label: nil, timeoutSeconds: nil, timeoutLabel: nil),
+      .fail(label: nil), .wait(label: nil, timeoutSeconds: 1, timeoutLabel: nil), .cancel,
     ]
     for command in commands {
       guard case .success(let next) = record.applying(command, at: t0) else { continue }
@@ -64,7 +67,8 @@ import Testing
     let records = [
       SessionRecord(.running(endsAt: t0 + 5000), duration: 5, seq: 3, revision: 2, updatedAt: t0),
       SessionRecord(.paused(remainingMs: 1500), duration: 9, finishedLabel: "x", updatedAt: t0),
-      SessionRecord(.finished, duration: 60, finishedLabel: "bye", revision: 9, updatedAt: t0),
+      SessionRecord(
+        .finished(.elapsed), duration: 60, finishedLabel: "bye", revision: 9, updatedAt: t0),
       SessionRecord(.idle, finishedLabel: "kept", updatedAt: t0),
     ]
     for record in records {
@@ -84,5 +88,56 @@ import Testing
     }
     #expect(SessionRecord.isValidFinishedLabel(String(repeating: "é", count: 64)))
     #expect(!SessionRecord.isValidFinishedLabel(String(repeating: "é", count: 65)))
+  }
+
+  /// A waiting record's times and labels, and a finished one's outcome, at
+  /// and past their edges are named as damage.
+  @Test func waitingEdgesAreDamage() {
+    let waiting = SessionRecord.Fields(
+      phase: .waiting, updatedAt: t0, startedAt: t0, timeoutAt: t0 + 1000, waitLabel: "w")
+    #expect(waiting.damage == nil)
+    var bad = waiting
+    for startedAt: Int64? in [
+      nil, .min, .max, -1, t0 + 1, SessionRecord.epochMsRange.upperBound + 1,
+    ] {
+      bad.startedAt = startedAt
+      #expect(bad.damage != nil, "startedAt \(String(describing: startedAt))")
+    }
+    bad = waiting
+    for timeoutAt: Int64 in [.min, .max, t0, t0 + 999, t0 + 86_400_001, -1] {
+      bad.timeoutAt = timeoutAt
+      #expect(bad.damage != nil, "timeoutAt \(timeoutAt)")
+    }
+    bad.timeoutAt = t0 + 86_400_000
+    #expect(bad.damage == nil)
+    bad = waiting
+    for label in ["", "a\u{0}b", "\u{7F}", String(repeating: "x", count: 4096)] {
+      bad.waitLabel = label
+      #expect(bad.damage != nil, "waitLabel \(label.debugDescription)")
+    }
+    bad = waiting
+    bad.duration = 1
+    #expect(bad.damage != nil)
+    bad = waiting
+    bad.outcome = .done
+    #expect(bad.damage != nil)
+    bad = waiting
+    bad.endsAt = t0 + 5000
+    #expect(bad.damage != nil)
+    var finished = SessionRecord.Fields(phase: .finished, updatedAt: t0, outcome: .timeout)
+    #expect(finished.damage == nil)
+    finished.outcome = nil
+    #expect(finished.damage != nil)
+    finished.outcome = .done
+    finished.waitLabel = "w"
+    #expect(finished.damage != nil)
+    finished.waitLabel = nil
+    finished.timeoutAt = t0
+    #expect(finished.damage != nil)
+    var idle = SessionRecord.Fields(phase: .idle, updatedAt: t0, outcome: .elapsed)
+    #expect(idle.damage != nil)
+    idle.outcome = nil
+    idle.startedAt = t0
+    #expect(idle.damage != nil)
   }
 }

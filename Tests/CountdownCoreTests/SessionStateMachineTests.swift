@@ -57,7 +57,8 @@ func broadcastPatch(
     }
     #expect(machine.nextDeadline == t0 + 5000)
     let finish = broadcastPatch(machine.advance(now: t0 + 5000))
-    #expect(finish?.fields == [.phase, .spinner, .enabled, .label, .remaining, .endsAt])
+    #expect(finish?.fields == [.phase, .spinner, .enabled, .label, .remaining, .endsAt, .outcome])
+    #expect(finish?.state.outcome == .elapsed)
     #expect(finish?.state.phase == .finished)
     #expect(finish?.state.label == "Countdown finished")
     #expect(finish?.state.spinner == false)
@@ -192,7 +193,10 @@ func broadcastPatch(
     _ = machine.advance(now: t0 + 2000)  // seq 3
     #expect(machine.changes(since: 2) == [.label, .remaining])
     _ = machine.advance(now: t0 + 3000)  // seq 4: finish
-    #expect(machine.changes(since: 1) == [.phase, .spinner, .enabled, .label, .remaining, .endsAt])
+    #expect(
+      machine.changes(since: 1) == [
+        .phase, .spinner, .enabled, .label, .remaining, .endsAt, .outcome,
+      ])
     #expect(machine.changes(since: 0).contains(.duration))
     #expect(machine.changes(since: 4) == [])
   }
@@ -217,7 +221,7 @@ func broadcastPatch(
     _ = machine.start(seconds: 2, finishedLabel: "1", now: t0)
     _ = machine.advance(now: t0 + 1000)
     let finish = broadcastPatch(machine.advance(now: t0 + 2000))
-    #expect(finish?.fields == [.phase, .spinner, .enabled, .remaining, .endsAt])
+    #expect(finish?.fields == [.phase, .spinner, .enabled, .remaining, .endsAt, .outcome])
     #expect(finish?.state.label == "1")
     #expect(machine.published.label == "1")
     // The next run without a label of its own finishes with the default again.

@@ -70,6 +70,52 @@ import Testing
     }
   }
 
+  /// `timeoutSeconds` of a wait: every edge is refused, as are 1.5 and past a day.
+  @Test(arguments: neverValid + ["-1", "86401", "1.5"])
+  func waitTimeoutEdges(_ literal: String) {
+    #expect(code(#"{"op":"wait","timeoutSeconds":\#(literal)}"#) == .badRequest, "\(literal)")
+  }
+
+  /// The timeout's own bounds decode, and a wait with no fields at all.
+  @Test func waitTimeoutBounds() throws {
+    for seconds in [1, 86_400] {
+      #expect(
+        try decode(#"{"op":"wait","timeoutSeconds":\#(seconds)}"#).get().request
+          == .command(.wait(label: nil, timeoutSeconds: seconds, timeoutLabel: nil)))
+    }
+    #expect(
+      try decode(#"{"op":"wait"}"#).get().request
+        == .command(.wait(label: nil, timeoutSeconds: nil, timeoutLabel: nil)))
+  }
+
+  /// Each label field of wait, done and fail refuses what finishedLabel does:
+  /// empty, 65 characters, 4 KB, NUL and other control characters, and non-strings.
+  @Test(arguments: [
+    #""""#, "\"\(String(repeating: "x", count: 65))\"",
+    "\"\(String(repeating: "x", count: 4000))\"",
+    #""a\u0000b""#, #""tab\there""#, #""\u007f""#, "5", "null", "[]", "{}", "true",
+  ])
+  func waitLabelEdges(_ literal: String) {
+    for text in [
+      #"{"op":"wait","label":\#(literal)}"#, #"{"op":"wait","timeoutLabel":\#(literal)}"#,
+      #"{"op":"done","label":\#(literal)}"#, #"{"op":"fail","label":\#(literal)}"#,
+    ] {
+      #expect(code(text) == .badRequest, "\(text)")
+    }
+  }
+
+  /// 64 characters of text (é, 🎉 counted as one each) are a label.
+  @Test func waitLabelBounds() throws {
+    let long = String(repeating: "🎉", count: 64)
+    #expect(
+      try decode(#"{"op":"wait","label":"\#(long)","timeoutSeconds":900,"timeoutLabel":"é"}"#)
+        .get().request == .command(.wait(label: long, timeoutSeconds: 900, timeoutLabel: "é")))
+    #expect(
+      try decode(#"{"op":"done","label":"Deployed"}"#).get().request
+        == .command(.done(label: "Deployed")))
+    #expect(try decode(#"{"op":"fail"}"#).get().request == .command(.fail(label: nil)))
+  }
+
   /// A ping's t is echoed as written, so only a short literal of a finite
   /// number passes: -0, 0, 1e308 and ±2^63 are echoed; 1e400 and 33 characters are not.
   @Test func pingTEdges() throws {

@@ -112,7 +112,31 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
   }
 
-  /// The snapshot carries every field, endsAt and remainingMs as null when idle.
+  /// A wait's times are written as numbers and a finish's outcome as its name;
+  /// a patch that ends a wait removes the times with null.
+  @Test func encodesWaitingAndOutcome() {
+    let waiting = CountdownState(
+      phase: .waiting, spinner: true, enabled: false, label: "Deploying", remaining: 0,
+      duration: 0, endsAt: nil, viewers: 1, startedAt: 1000, timeoutAt: 901_000)
+    #expect(
+      text(
+        WireCodec.patch(Patch(seq: 4, fields: [.phase, .startedAt, .timeoutAt], state: waiting)))
+        == #"{"type":"patch","seq":4,"patch":{"phase":"waiting","startedAt":1000,"timeoutAt":901000}}"#
+    )
+    var finished = waiting
+    finished.phase = .finished
+    finished.startedAt = nil
+    finished.timeoutAt = nil
+    finished.outcome = .timeout
+    #expect(
+      text(
+        WireCodec.patch(
+          Patch(seq: 5, fields: [.phase, .startedAt, .timeoutAt, .outcome], state: finished)))
+        == #"{"type":"patch","seq":5,"patch":{"phase":"finished","startedAt":null,"timeoutAt":null,"outcome":"timeout"}}"#
+    )
+  }
+
+  /// The snapshot carries every field, the times and the outcome as null when idle.
   @Test func encodesSnapshot() {
     let state = CountdownState(
       phase: .idle, spinner: false, enabled: true, label: "Ready", remaining: 0, duration: 0,
@@ -121,7 +145,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
       text(
         WireCodec.snapshot(
           session: "team-a", epoch: "00ff", seq: 3, serverTime: 1234, state: state))
-        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false}}"#
+        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
     )
   }
 

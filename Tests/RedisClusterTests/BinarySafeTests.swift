@@ -66,4 +66,31 @@ import Testing
       }
     }
   }
+
+  /// A wait's two labels, with spaces anywhere and characters of every
+  /// width, come back from the function's line each exactly, and so does the
+  /// label of the done that ends it.
+  @Test func waitLabelsWithSpacesParseApart() throws {
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    let pairs: [(String?, String?)] = [
+      ("a b  c", " x y "), (" ", nil), (nil, "Deploy timed out"), ("倒計時 結束 🎉", "é é"),
+      (String(repeating: "🎉", count: 64), String(repeating: " ", count: 64)), (nil, nil),
+    ]
+    for (index, (label, timeoutLabel)) in pairs.enumerated() {
+      let session = "labels\(index)"
+      let reply = try commandCall(
+        client, session, .wait(label: label, timeoutSeconds: 60, timeoutLabel: timeoutLabel))
+      #expect(reply.first == "ok", "\(reply)")
+      let record = try #require(try RecordMessage.parse(reply[1])?.record.get(), "\(reply)")
+      #expect(record.waitLabel == label)
+      #expect(record.finishedLabel == timeoutLabel)
+      #expect(record.timeoutAt.map { $0 - record.updatedAt } == 60_000)
+      let done = try commandCall(
+        client, session, .done(label: label), base: record.fields)
+      let finished = try #require(try RecordMessage.parse(done[1])?.record.get(), "\(done)")
+      #expect(finished.status == .finished(.done))
+      #expect(finished.finishedLabel == label && finished.waitLabel == nil)
+    }
+  }
 }

@@ -40,6 +40,55 @@ extension SequencerTests {
     ("NUL label", ["phase", "finished", "duration", "5", "revision", "3", "label", "a\u{0}b"]),
     ("created -0.5", ["phase", "idle", "duration", "5", "revision", "3", "created", "-0.5"]),
     ("key not hex", ["phase", "idle", "duration", "5", "revision", "3", "key", "zz"]),
+    ("waiting without startedAt", ["phase", "waiting", "duration", "0", "revision", "3"]),
+    (
+      "startedAt -2^63",
+      ["phase", "waiting", "duration", "0", "revision", "3", "startedAt", "-9223372036854775808"]
+    ),
+    (
+      "startedAt 1e400",
+      ["phase", "waiting", "duration", "0", "revision", "3", "startedAt", "1e400"]
+    ),
+    (
+      "timeoutAt half a second on",
+      [
+        "phase", "waiting", "duration", "0", "revision", "3", "startedAt", "1000", "timeoutAt",
+        "1500",
+      ]
+    ),
+    (
+      "timeoutAt 2^64",
+      [
+        "phase", "waiting", "duration", "0", "revision", "3", "startedAt", "1000", "timeoutAt",
+        "18446744073709551616",
+      ]
+    ),
+    (
+      "waiting with a duration",
+      ["phase", "waiting", "duration", "5", "revision", "3", "startedAt", "1000"]
+    ),
+    (
+      "NUL waitLabel",
+      [
+        "phase", "waiting", "duration", "0", "revision", "3", "startedAt", "1000", "waitLabel",
+        "a\u{0}b",
+      ]
+    ),
+    (
+      "4 KB waitLabel",
+      [
+        "phase", "waiting", "duration", "0", "revision", "3", "startedAt", "1000", "waitLabel",
+        String(repeating: "x", count: 4096),
+      ]
+    ),
+    (
+      "waitLabel while idle", ["phase", "idle", "duration", "0", "revision", "3", "waitLabel", "w"]
+    ),
+    ("unknown outcome", ["phase", "finished", "duration", "0", "revision", "3", "outcome", "won"]),
+    ("outcome while idle", ["phase", "idle", "duration", "0", "revision", "3", "outcome", "done"]),
+    (
+      "startedAt while idle", ["phase", "idle", "duration", "0", "revision", "3", "startedAt", "5"]
+    ),
   ]
 
   /// A viewer opening a damaged session gets a snapshot of a sound one (the
@@ -147,11 +196,19 @@ extension SequencerTests {
     let client = try redis.blocking()
     let channel = RedisSequencer.channel(redis.address)
     let lines = [
-      "\(epoch) 1 m 1 10 running 5 9000000000000000 - \(now())",
-      "\(epoch) 2 m 1 10 paused 5 - -7 \(now())",
-      "\(epoch) 3 m 1 10 running -5 \(now() + 5000) - \(now())",
-      "\(epoch) 4 m 1 10 finished 5 - - \(now()) bad\u{0}label",
-      "\(epoch) 5 m 1 10 running 5 99999999999999999999 - \(now())",
+      "\(epoch) 1 m 1 10 running 5 9000000000000000 - \(now()) - - - 0",
+      "\(epoch) 2 m 1 10 paused 5 - -7 \(now()) - - - 0",
+      "\(epoch) 3 m 1 10 running -5 \(now() + 5000) - \(now()) - - - 0",
+      "\(epoch) 4 m 1 10 finished 5 - - \(now()) - - elapsed 0 bad\u{0}label",
+      "\(epoch) 5 m 1 10 running 5 99999999999999999999 - \(now()) - - - 0",
+      "\(epoch) 6 m 1 10 waiting 0 - - \(now()) -9223372036854775809 - - 0",
+      "\(epoch) 7 m 1 10 waiting 0 - - \(now()) \(now()) \(now() + 10) - 0",
+      "\(epoch) 8 m 1 10 finished 0 - - \(now()) - - won 0",
+      "\(epoch) 9 m 1 10 finished 0 - - \(now()) - - - 0",
+      "\(epoch) 10 m 1 10 waiting 0 - - \(now()) \(now()) - - 99 short",
+      "\(epoch) 11 m 1 10 waiting 0 - - \(now()) \(now()) - - 3 abcdef",
+      "\(epoch) 12 m 1 10 waiting 0 - - \(now()) \(now()) - - 1 é",
+      "\(epoch) 13 m 1 10 running 5 \(now() + 5000) - \(now())",
       "garbage",
     ]
     let before = a.sequencer.stats.damagedRecords

@@ -56,12 +56,27 @@ import Testing
           1, 999, 1000, 1001, 60_000, ahead - 1, ahead, Int64.random(in: 1...ahead, using: &random),
         ],
         &random)
-    case .idle, .finished:
+    case .waiting:
+      record.duration = 0
+      let started = pick([0, t - 86_400_000, t - 1, t], &random)
+      record.startedAt = started
+      record.timeoutAt = pick(
+        [nil, started + 1000, started + 86_400_000, t + 1, t - 1, t + 60_000], &random)
+      if let timeoutAt = record.timeoutAt,
+        !(1000...86_400_000).contains(timeoutAt - started)
+      {
+        record.timeoutAt = started + 86_400_000
+      }
+      record.waitLabel = pick(
+        labels.filter { $0.map(SessionRecord.isValidFinishedLabel) ?? true }, &random)
+    case .finished:
+      record.outcome = pick(Outcome.allCases, &random)
+    case .idle:
       break
     }
     if Int.random(in: 0..<12, using: &random) == 0 {
       // Out of range, one field at a time.
-      switch Int.random(in: 0..<5, using: &random) {
+      switch Int.random(in: 0..<9, using: &random) {
       case 0: record.duration = pick([-1, maxDuration + 1, Int.min], &random)
       case 1:
         record.finishedLabel = pick(
@@ -71,10 +86,24 @@ import Testing
         record.phase = .running
         record.endsAt = pick([-1, epochMax + 1, Int64.min, Int64.max], &random)
         record.remainingMs = nil
-      default:
+      case 4:
         record.phase = .paused
         record.endsAt = nil
         record.remainingMs = pick([0, -1, ahead + 1, Int64.max], &random)
+      case 5:
+        record.phase = .waiting
+        record.duration = 0
+        record.startedAt = pick([-1, epochMax + 1, Int64.min, Int64.max], &random)
+      case 6:
+        record.phase = .waiting
+        record.duration = pick([0, 5], &random)
+        record.startedAt = t
+        record.timeoutAt = pick([t, t + 999, t + 86_400_001, -1, Int64.max, nil], &random)
+      case 7:
+        record.outcome = pick([nil, .done, .timeout], &random)
+        record.waitLabel = pick([nil, "w"], &random)
+      default:
+        record.waitLabel = pick(["a\u{0}b", String(repeating: "y", count: 65)], &random)
       }
     }
     return record
@@ -82,7 +111,7 @@ import Testing
 
   static func command(at t: Int64, _ random: inout SeededRandom) -> SessionCommand {
     let label = pick(labels, &random)
-    switch Int.random(in: 0..<7, using: &random) {
+    switch Int.random(in: 0..<10, using: &random) {
     case 0:
       return .start(
         .seconds(
@@ -113,6 +142,14 @@ import Testing
             Int.random(in: -86_400...86_400, using: &random),
           ],
           &random))
+    case 6:
+      return .wait(
+        label: label,
+        timeoutSeconds: pick(
+          [nil, Int.min, -1, 0, 1, 59, 86_400, 86_401, Int.max], &random),
+        timeoutLabel: pick(labels, &random))
+    case 7: return .done(label: label)
+    case 8: return .fail(label: label)
     default:
       return .rotateKey(KeyHash(of: String(random.next())))
     }

@@ -50,7 +50,7 @@ import Testing
     return slots
   }
 
-  /// The text of countdown_v2_command's Lua function, up to its closing `end`.
+  /// The text of countdown_v3_command's Lua function, up to its closing `end`.
   static func commandBody(in source: String) -> Substring? {
     guard let start = source.range(of: "\nlocal function command(keys, args)\n"),
       let end = source[start.upperBound...].range(of: "\nend\n")
@@ -106,10 +106,34 @@ import Testing
       .epoch: "E", .channel: "c", .session: "s", .op: "start", .first: "until",
       .second: "1700000060000", .label: "fin", .phase: "paused", .duration: "9", .endsAt: "-",
       .remainingMs: "4000", .revision: "3", .baseLabel: "", .deadline: "77", .nonce: "n",
-      .presented: hash.hex, .byToken: "1", .fingerprint: "start until 1700000060000 fin",
+      .presented: hash.hex, .startedAt: "-", .timeoutAt: "-", .outcome: "", .baseWaitLabel: "",
+      .byToken: "1", .fingerprint: "start until 1700000060000 fin",
     ]
     for slot in CommandCall.Slot.allCases {
       #expect(arguments[slot.index] == expected[slot], "\(slot)")
     }
+  }
+
+  /// A wait's operands and a waiting base fill their slots too, and so do a
+  /// finished base's outcome and done's label.
+  @Test func waitArgumentsFillTheirSlots() {
+    let wait = CommandCall.arguments(
+      .wait(label: "Deploying", timeoutSeconds: 900, timeoutLabel: "Late"),
+      base: SessionRecord.Fields(
+        phase: .waiting, finishedLabel: "t", updatedAt: 5, startedAt: 4, timeoutAt: 9000,
+        waitLabel: "w"),
+      session: "s", epoch: "E", channel: "c")
+    let expected: [CommandCall.Slot: String] = [
+      .op: "wait", .first: "900", .second: "Late", .label: "Deploying", .phase: "waiting",
+      .baseLabel: "t", .startedAt: "4", .timeoutAt: "9000", .outcome: "", .baseWaitLabel: "w",
+    ]
+    for (slot, value) in expected { #expect(wait[slot.index] == value, "\(slot)") }
+    let done = CommandCall.arguments(
+      .done(label: "Deployed"), base: SessionRecord.Fields(phase: .finished, outcome: .timeout),
+      session: "s", epoch: "E", channel: "c")
+    #expect(done[CommandCall.Slot.label.index] == "Deployed")
+    #expect(done[CommandCall.Slot.first.index] == "")
+    #expect(done[CommandCall.Slot.outcome.index] == "timeout")
+    #expect(done[CommandCall.Slot.startedAt.index] == "-")
   }
 }

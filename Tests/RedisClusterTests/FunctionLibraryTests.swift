@@ -15,11 +15,15 @@ import Testing
       "run scripts/embed-lua after editing countdown.lua")
   }
 
-  /// Records to start from, relative to now: every phase, and a run whose deadline has passed.
+  /// Records to start from, relative to now: every phase, a run whose
+  /// deadline has passed, a wait whose timeout has, and each outcome's finish.
   static func bases(at t: Int64) -> [(String, SessionRecord)] {
     [
       ("idle", SessionRecord(revision: 3)),
-      ("finished", SessionRecord(.finished, duration: 5, finishedLabel: "bye", revision: 4)),
+      (
+        "finished",
+        SessionRecord(.finished(.elapsed), duration: 5, finishedLabel: "bye", revision: 4)
+      ),
       (
         "running", SessionRecord(.running(endsAt: t + 40_000), duration: 60, revision: 5)
       ),
@@ -32,6 +36,26 @@ import Testing
         SessionRecord(
           .paused(remainingMs: 30_500), duration: 90, finishedLabel: "fin", revision: 7)
       ),
+      (
+        "waiting",
+        SessionRecord(
+          .waiting(startedAt: t - 10_000, timeoutAt: t + 50_000), finishedLabel: "late",
+          waitLabel: "Deploying", revision: 8, updatedAt: t - 10_000)
+      ),
+      (
+        "waiting past its timeout",
+        SessionRecord(
+          .waiting(startedAt: t - 70_000, timeoutAt: t - 10_000), finishedLabel: "late",
+          revision: 9, updatedAt: t - 70_000)
+      ),
+      (
+        "waiting without a timeout",
+        SessionRecord(
+          .waiting(startedAt: t - 5000, timeoutAt: nil), waitLabel: "CI", revision: 10,
+          updatedAt: t - 5000)
+      ),
+      ("done", SessionRecord(.finished(.done), finishedLabel: "ok", revision: 11)),
+      ("timed out", SessionRecord(.finished(.timeout), revision: 12)),
     ]
   }
 
@@ -42,6 +66,16 @@ import Testing
     .cancel, .pause, .resume, .adjust(seconds: 60), .adjust(seconds: -60),
     .adjust(seconds: -86_400), .adjust(seconds: 86_400), .adjust(seconds: 0),
     .adjust(seconds: 86_401), .adjust(seconds: -86_401),
+    .wait(label: nil, timeoutSeconds: nil, timeoutLabel: nil),
+    .wait(label: "Deploying", timeoutSeconds: 900, timeoutLabel: "Deploy timed out"),
+    .wait(label: "倒計時 結束", timeoutSeconds: 1, timeoutLabel: nil),
+    .wait(label: nil, timeoutSeconds: 86_400, timeoutLabel: String(repeating: "é", count: 64)),
+    .wait(label: nil, timeoutSeconds: 0, timeoutLabel: nil),
+    .wait(label: nil, timeoutSeconds: 86_401, timeoutLabel: nil),
+    .wait(label: "a\u{0}b", timeoutSeconds: nil, timeoutLabel: nil),
+    .wait(label: nil, timeoutSeconds: nil, timeoutLabel: String(repeating: "x", count: 65)),
+    .done(label: nil), .done(label: "Deployed"), .fail(label: nil), .fail(label: "Deploy failed"),
+    .done(label: "\u{7F}"), .fail(label: String(repeating: "🎉", count: 65)),
   ]
 
   /// Every command on every phase: the function's record or error is

@@ -51,12 +51,12 @@ extension LostReplyTests {
   /// `REMEMBERED` in countdown.lua lists exactly the codes `IdempotentAnswer.remembers`, and `IDEM_MS` is `IdempotencyKey.keepMs`.
   @Test func libraryRemembersWhatTheCoreDoes() throws {
     let source = FunctionLibrary.source
-    let line = try #require(
-      source.split(separator: "\n").first { $0.contains("local REMEMBERED = {") })
+    let table = try #require(source.range(of: "local REMEMBERED = {"))
+    let body = source[table.upperBound...].prefix { $0 != "}" }
     let listed = Set(
-      line.split(separator: "{")[1].split(separator: "}")[0].split(separator: ",").map {
-        String($0.split(separator: "=")[0]).trimmingCharacters(in: .whitespaces)
-      })
+      body.split(separator: ",").map {
+        String($0.split(separator: "=")[0]).trimmingCharacters(in: .whitespacesAndNewlines)
+      }.filter { !$0.isEmpty })
     let core = Set(ErrorCode.allCases.filter(IdempotentAnswer.remembers).map(\.rawValue))
     #expect(listed == core)
     #expect(source.contains("local IDEM_MS = \(IdempotencyKey.keepMs)\n"))

@@ -4,7 +4,7 @@ import Testing
 
 @testable import RedisCluster
 
-/// Calls `countdown_v2_command` as an instance would, presenting `presented`
+/// Calls `countdown_v3_command` as an instance would, presenting `presented`
 /// (nil: open mode), on a base record of `base`; the reply's texts.
 func commandCall(
   _ client: BlockingRedis, _ session: String, _ command: SessionCommand,

@@ -88,11 +88,101 @@ import Testing
     ),
   ]
 
+  /// Rows with the waiting phase's columns damaged (started_at, timeout_at,
+  /// wait_label, outcome after updated_at), the same way.
+  static let damagedWaits: [(name: String, values: String, reason: String)] = [
+    (
+      "wait-start-2-63",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 9223372036854775808, NULL, NULL, NULL",
+      "started_at holds real"
+    ),
+    (
+      "wait-no-start", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL",
+      "needs startedAt"
+    ),
+    (
+      "wait-start-later", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 2000, NULL, NULL, NULL",
+      "no later than updatedAt"
+    ),
+    (
+      "wait-start-min",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, -9223372036854775808, NULL, NULL, NULL",
+      "needs startedAt in range"
+    ),
+    (
+      "wait-duration", "'waiting', 60, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL",
+      "no endsAt, remainingMs or duration"
+    ),
+    (
+      "wait-ends-at", "'waiting', 0, 61000, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, NULL",
+      "no endsAt, remainingMs or duration"
+    ),
+    (
+      "timeout-short", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1999, NULL, NULL",
+      "timeoutAt is not 1 s to 1 day"
+    ),
+    (
+      "timeout-long", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 86401001, NULL, NULL",
+      "timeoutAt is not 1 s to 1 day"
+    ),
+    (
+      "timeout-min",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, -9223372036854775808, NULL, NULL",
+      "timeoutAt is not"
+    ),
+    (
+      "timeout-1e400", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, 1e400, NULL, NULL",
+      "timeout_at holds real"
+    ),
+    (
+      "timeout-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, 5000, NULL, NULL",
+      "only a waiting record holds startedAt or timeoutAt"
+    ),
+    (
+      "wait-label-nul",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, 'a' || char(0) || 'b', NULL",
+      "waitLabel is not"
+    ),
+    (
+      "wait-label-4k",
+      "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, printf('%4096s', 'x'), NULL",
+      "waitLabel is not"
+    ),
+    (
+      "wait-label-blob", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, x'41', NULL",
+      "wait_label holds blob"
+    ),
+    (
+      "wait-label-idle", "'idle', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, 'x', NULL",
+      "only a waiting record holds waitLabel"
+    ),
+    (
+      "outcome-bogus", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, 'won'",
+      "unknown outcome"
+    ),
+    (
+      "outcome-missing", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, NULL",
+      "holds an outcome"
+    ),
+    (
+      "outcome-waiting", "'waiting', 0, NULL, NULL, NULL, 1, 1, 1000, 1000, NULL, NULL, 'done'",
+      "holds an outcome"
+    ),
+    (
+      "outcome-integer", "'finished', 0, NULL, NULL, NULL, 1, 1, 1000, NULL, NULL, NULL, x'41'",
+      "outcome holds blob"
+    ),
+  ].map { ($0.0, "'\($0.0)', " + $0.1, $0.2) }
+
+  /// Every damaged row, as values for all of the table's columns but key_hash.
+  static let allDamaged =
+    damaged.map { ($0.name, $0.values + ", NULL, NULL, NULL, NULL", $0.reason) } + damagedWaits
+
   static let good = SessionRecord(.running(endsAt: 61_000), duration: 60, updatedAt: 1000)
 
   /// Each damaged row is set aside (named, with a reason) and moved to damaged_sessions as it
   /// was; the good row beside it loads, and the next start finds nothing to set aside.
-  @Test(arguments: damaged)
+  @Test(arguments: allDamaged)
   func setsADamagedRowAside(name: String, values: String, reason: String) throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
@@ -104,7 +194,8 @@ import Testing
       """
       PRAGMA ignore_check_constraints = ON;
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
-                            revision, updated_at) VALUES (\(values));
+                            revision, updated_at, started_at, timeout_at, wait_label, outcome)
+        VALUES (\(values));
       """)
 
     let store = try SQLiteStore.open(path: fixture.path)
@@ -115,11 +206,27 @@ import Testing
     store.close()
 
     var moved: [String] = []
-    try Connection.open(path: fixture.path, readOnly: true).prepare(
+    var movedWait: [String] = []
+    let database = try Connection.open(path: fixture.path, readOnly: true)
+    try database.prepare(
       "SELECT quote(duration) || ' ' || reason || ' ' || set_aside_at FROM damaged_sessions"
     ).query { row in moved.append(row.text(0) ?? "") }
     #expect(moved.count == 1)
     #expect(moved.first?.hasSuffix(" 1234") == true)
+    // The waiting columns move with the row, as they were.
+    let quoted = "quote(started_at) || quote(timeout_at) || quote(wait_label) || quote(outcome)"
+    try database.prepare("SELECT \(quoted) FROM damaged_sessions").query { row in
+      movedWait.append(row.text(0) ?? "")
+    }
+    var written: [String] = []
+    try database.prepare(
+      """
+      SELECT quote(column10) || quote(column11) || quote(column12) || quote(column13)
+      FROM (VALUES (\(values)))
+      """
+    ).query { row in written.append(row.text(0) ?? "") }
+    #expect(movedWait.count == 1)
+    #expect(movedWait == written)
     let again = try SQLiteStore.open(path: fixture.path)
     defer { again.close() }
     let reloaded = try again.load()
@@ -137,7 +244,9 @@ import Testing
       fixture.path,
       """
       PRAGMA ignore_check_constraints = ON;
-      INSERT INTO sessions VALUES ('k', 'idle', 0, NULL, NULL, NULL, 0, 0, 0, \(value));
+      INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
+                            revision, updated_at, key_hash)
+        VALUES ('k', 'idle', 0, NULL, NULL, NULL, 0, 0, 0, \(value));
       """)
     let store = try SQLiteStore.open(path: fixture.path)
     defer { store.close() }
@@ -161,7 +270,7 @@ import Testing
   }
 
   /// A sessions table that lacks a column is refused with the column's name, and left unchanged.
-  @Test(arguments: ["updated_at", "key_hash", "finished_label"])
+  @Test(arguments: ["updated_at", "key_hash", "finished_label", "started_at", "outcome"])
   func refusesAMissingColumn(column: String) throws {
     let fixture = try Fixture()
     defer { fixture.finish() }

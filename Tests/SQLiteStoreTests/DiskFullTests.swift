@@ -63,7 +63,7 @@ import Testing
     #expect(whileFull.last?.record == before)
 
     try FileManager.default.removeItem(atPath: filler)
-    let after = SessionRecord(.finished, duration: 60, seq: 3)
+    let after = SessionRecord(.finished(.elapsed), duration: 60, seq: 3)
     store.write(save("talk", after, ticket: 200))
     #expect(completions.wait(for: 104).last?.outcome == .applied(after))
     let recovered = try store.load().sessions

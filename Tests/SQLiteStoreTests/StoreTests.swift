@@ -28,7 +28,7 @@ import Testing
     (
       "finished",
       SessionRecord(
-        .finished, duration: 5, seq: 1, revision: 1,
+        .finished(.elapsed), duration: 5, seq: 1, revision: 1,
         updatedAt: SessionRecord.epochMsRange.upperBound),
       KeyHash(bytes: SIMD32(repeating: 0xff))
     ),
@@ -124,7 +124,8 @@ import Testing
       store.write(save("s\(index)", SessionRecord(), key: KeyHash(of: "k\(index)"), ticket: nil))
       if index % 7 == 0 {
         store.write(
-          save("s\(index)", SessionRecord(.finished, duration: 5, revision: 1), ticket: nil))
+          save(
+            "s\(index)", SessionRecord(.finished(.elapsed), duration: 5, revision: 1), ticket: nil))
       }
       store.write(.delete(session: "s\(index)"))
     }

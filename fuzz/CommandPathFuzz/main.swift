@@ -258,7 +258,16 @@ private final class World {
       writer.string(text)
       return String(decoding: writer.bytes, as: UTF8.self)
     }
-    switch program.byte() % 10 {
+    switch program.byte() % 12 {
+    case 10:
+      fields.append(("op", quoted("wait")))
+      let shape = program.byte()
+      if shape & 1 == 1 { fields.append(("timeoutSeconds", value(&program))) }
+      if shape & 2 == 2 { fields.append(("label", quoted(program.pick(labels)))) }
+      if shape & 4 == 4 { fields.append(("timeoutLabel", quoted(program.pick(labels)))) }
+    case 11:
+      fields.append(("op", quoted(program.byte() % 2 == 0 ? "done" : "fail")))
+      if program.byte() % 2 == 1 { fields.append(("label", quoted(program.pick(labels)))) }
     case 0:
       fields.append(("op", quoted("start")))
       switch program.byte() % 4 {
@@ -395,6 +404,9 @@ private final class World {
     case .cancel: check(after.phase == .idle, "a cancelled session is \(after.phase)")
     case .pause: check(after.phase == .paused, "a paused session is \(after.phase)")
     case .resume: check(after.phase == .running, "a resumed session is \(after.phase)")
+    case .wait: check(after.phase == .waiting, "a session told to wait is \(after.phase)")
+    case .done: check(after.outcome == .done, "a done session is \(after.status)")
+    case .fail: check(after.outcome == .failed, "a failed session is \(after.status)")
     case .adjust, .rotateKey: break
     }
   }

@@ -88,6 +88,20 @@ private func fuzzDecode(_ bytes: [UInt8]) {
       check(key.unicodeScalars.count <= WireCodec.maxKeyLength, "auth key")
     case .command(.rotateKey):
       check(false, "the decoder made a key: only the hub makes one")
+    case .command(.wait(let label, let timeoutSeconds, let timeoutLabel)):
+      if let timeoutSeconds {
+        check(
+          SessionRecord.timeoutSecondsRange.contains(timeoutSeconds), "timeout \(timeoutSeconds)")
+      }
+      for label in [label, timeoutLabel] {
+        if let label {
+          check(SessionRecord.isValidFinishedLabel(label), "label \(label.debugDescription)")
+        }
+      }
+    case .command(.done(let label)), .command(.fail(let label)):
+      if let label {
+        check(SessionRecord.isValidFinishedLabel(label), "label \(label.debugDescription)")
+      }
     case .command(.cancel), .command(.pause), .command(.resume), .rotateKey:
       break
     case .ping(let t):
@@ -195,8 +209,11 @@ private func fuzzHeldCommands(_ bytes: [UInt8]) {
       case .running: check(record.endsAt != nil && record.remainingMs == nil, "running \(record)")
       case .paused:
         check(record.remainingMs.map { $0 > 0 } == true && record.endsAt == nil, "paused \(record)")
+      case .waiting:
+        check(record.startedAt != nil && record.endsAt == nil && record.duration == 0, "\(record)")
       case .idle, .finished: check(record.endsAt == nil && record.remainingMs == nil, "\(record)")
       }
+      check(record.damage == nil, "damaged record \(record)")
       check(record.duration >= 0, "negative duration \(record)")
     }
   }

@@ -23,8 +23,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 SUBPROTOCOL = "countdown.v1"
 STATE_FIELDS = (
     "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers", "remainingMs",
-    "stale",
+    "stale", "startedAt", "timeoutAt", "outcome",
 )
+OUTCOMES = ("elapsed", "done", "failed", "timeout")
 DEFAULT_TIMEOUT = 5.0
 
 
@@ -74,10 +75,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def norm_state(state: dict) -> dict:
-    """A state as a client reads it: a missing endsAt or remainingMs means null."""
+    """A state as a client reads it: a missing optional field (a merge patch's null) means null."""
     out = dict(state)
-    out.setdefault("endsAt", None)
-    out.setdefault("remainingMs", None)
+    for field in ("endsAt", "remainingMs", "startedAt", "timeoutAt", "outcome"):
+        out.setdefault(field, None)
     return out
 
 
@@ -89,7 +90,7 @@ def check_state_shape(state: dict) -> None:
     s = norm_state(state)
     missing = [f for f in STATE_FIELDS if f not in s]
     assert not missing, f"state lacks fields {missing}: {state}"
-    assert s["phase"] in ("idle", "running", "paused", "finished"), s
+    assert s["phase"] in ("idle", "running", "paused", "finished", "waiting"), s
     assert isinstance(s["spinner"], bool) and isinstance(s["enabled"], bool), s
     assert isinstance(s["stale"], bool), s
     assert isinstance(s["label"], str), s
@@ -102,9 +103,17 @@ def check_state_shape(state: dict) -> None:
         assert s["remaining"] == -(-s["remainingMs"] // 1000), s
         assert s["label"] == str(s["remaining"]), s
     # Invariants from the contract.
+    waiting = s["phase"] == "waiting"
+    assert (s["outcome"] is not None) is (s["phase"] == "finished"), f"outcome only when finished: {s}"
+    assert s["outcome"] is None or s["outcome"] in OUTCOMES, s
+    assert (s["startedAt"] is not None) is waiting, f"startedAt only while waiting: {s}"
+    assert s["timeoutAt"] is None or (waiting and is_int(s["timeoutAt"]) and s["timeoutAt"] > s["startedAt"]), s
+    if waiting:
+        assert is_int(s["startedAt"]) and s["duration"] == 0, s
+    busy = s["phase"] in ("running", "waiting")
     running = s["phase"] == "running"
-    assert s["spinner"] is running, f"spinner must be true exactly while running: {s}"
-    assert s["enabled"] is (not running), f"enabled must be false exactly while running: {s}"
+    assert s["spinner"] is busy, f"spinner must be true exactly while running or waiting: {s}"
+    assert s["enabled"] is (not busy), f"enabled must be false exactly while running or waiting: {s}"
     if running:
         assert s["endsAt"] is not None, s
         assert s["label"] == str(s["remaining"]), s

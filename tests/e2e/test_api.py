@@ -127,6 +127,28 @@ def test_conflicts_are_409_with_the_websockets_codes(api, session_id):
     assert command(api, session_id, {"op": "cancel"}).status == 200
 
 
+@run_async
+async def test_a_ci_job_waits_then_says_done_or_failed(api, session_id):
+    """The seed's case over HTTP: wait shows everyone the spinner, done and fail end it
+    with their outcome, and done outside a wait is 409 not_waiting."""
+    viewer = await Client.connect(api.ws_url(session_id))
+    waiting = command(api, session_id, {"op": "wait", "label": "Deploying", "timeoutSeconds": 900}, token=TOKEN)
+    assert waiting.status == 200, waiting.body
+    state = waiting.json["state"]
+    assert state["phase"] == "waiting" and state["spinner"] is True and state["label"] == "Deploying"
+    assert state["timeoutAt"] - state["startedAt"] == 900_000
+    await viewer.wait_phase("waiting")
+    done = command(api, session_id, {"op": "done", "label": "Deployed"}, token=TOKEN)
+    assert done.json["state"]["phase"] == "finished" and done.json["state"]["outcome"] == "done"
+    await viewer.wait_state(lambda s: s.get("outcome") == "done", what="the outcome")
+    again = command(api, session_id, {"op": "done"}, token=TOKEN)
+    assert again.status == 409 and again.json["code"] == "not_waiting"
+    assert command(api, session_id, {"op": "wait"}, token=TOKEN).status == 200
+    failed = command(api, session_id, {"op": "fail", "label": "Deploy failed"}, token=TOKEN)
+    assert failed.json["state"]["outcome"] == "failed" and failed.json["state"]["label"] == "Deploy failed"
+    await viewer.close()
+
+
 def test_keep_alive_carries_many_transactions(api, session_id):
     """One HTTP/1.1 connection carries reads and commands one after another."""
     conn = http.client.HTTPConnection(api.host, api.port, timeout=5)

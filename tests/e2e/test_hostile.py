@@ -206,7 +206,7 @@ async def fresh_viewer_works(srv) -> None:
     assert norm_state(c.snapshot["state"]) == {
         "phase": "idle", "spinner": False, "enabled": True, "label": "Ready", "remaining": 0,
         "duration": 0, "endsAt": None, "viewers": 1, "remainingMs": None,
-        "stale": False}, c.snapshot
+        "stale": False, "startedAt": None, "timeoutAt": None, "outcome": None}, c.snapshot
     await c.command({"op": "start", "seconds": 1})
     await c.wait_phase("finished", timeout=4)
     await c.close()
@@ -743,7 +743,7 @@ async def test_flooding_for_5s_closes_1008_and_other_viewers_notice_nothing(plai
     assert all(m["type"] == "patch" for _, m in msgs), [m for _, m in msgs if m["type"] != "patch"]
     seqs = [m["seq"] for _, m in msgs]
     assert seqs == list(range(ack["seq"] + 1, ack["seq"] + 1 + len(seqs))), f"gap in the viewer's seqs: {seqs}"
-    tick_fields = {"remaining", "label", "viewers", "phase", "spinner", "enabled", "endsAt"}
+    tick_fields = {"remaining", "label", "viewers", "phase", "spinner", "enabled", "endsAt", "outcome"}
     for _, m in msgs:
         assert set(m["patch"]) <= tick_fields, m
     for r in range(6, 0, -1):

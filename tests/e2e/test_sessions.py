@@ -39,6 +39,9 @@ async def test_first_snapshot_of_a_new_session(server, session_id):
         "viewers": 1,
         "remainingMs": None,
         "stale": False,
+        "startedAt": None,
+        "timeoutAt": None,
+        "outcome": None,
     }
     await a.close()
 

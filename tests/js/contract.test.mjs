@@ -95,3 +95,20 @@ test("what the page can send fits the contract's value ranges, and those ranges 
   assert.ok(CONTRACT.idMaxLength.number >= 1 && CONTRACT.idMaxLength.string >= 1);
   assert.ok(CONTRACT.errorEchoMaxLength >= 1);
 });
+
+test("the waiting phase's contract: its phase, ops, error, outcomes, ranges and default labels", () => {
+  assert.ok(CONTRACT.phases.includes("waiting"));
+  for (const op of ["wait", "done", "fail"]) assert.ok(CONTRACT.ops.includes(op), op);
+  assert.ok(CONTRACT.errorCodes.includes("not_waiting"));
+  assert.deepEqual(CONTRACT.outcomes, ["elapsed", "done", "failed", "timeout"]);
+  // A countdown's own end reads as "finished"; each other outcome has its own default words.
+  for (const outcome of CONTRACT.outcomes.filter((o) => o !== "elapsed")) {
+    assert.ok(typeof CONTRACT.labels[outcome] === "string" && CONTRACT.labels[outcome].length > 0, outcome);
+  }
+  assert.ok(CONTRACT.labels.waiting.length <= CONTRACT.waitLabelMaxLength);
+  for (const text of Object.values(CONTRACT.labels)) assert.ok([...text].length <= CONTRACT.waitLabelMaxLength, text);
+  const { min, max } = CONTRACT.timeoutSeconds;
+  assert.ok(Number.isSafeInteger(min) && Number.isSafeInteger(max) && 1 <= min && min < max);
+  // A timeout in ms from any moment a record holds stays exact in a JS number.
+  assert.ok(Number.isSafeInteger(CONTRACT.epochMs.max + max * 1000));
+});
