@@ -43,6 +43,29 @@ extension Hub {
     return catchUpFrame(slot, handle: handle, now: now)
   }
 
+  /// What a frame is, for a transport that frames each kind its own way (an
+  /// event stream names the event and its seq).
+  public enum FrameKind: Equatable, Sendable {
+    case snapshot
+    case patch
+    /// An ack, error or pong, meant for a WebSocket that sent something.
+    case reply
+  }
+
+  /// `nextFrame`, with the frame's kind and the seq the connection is at after it.
+  public func nextEvent(
+    for id: ConnectionID, now: Int64
+  ) -> (frame: [UInt8], kind: FrameKind, seq: UInt64)? {
+    let slot = ConnectionHandle(id)
+    guard connections.contains(slot) else { return nil }
+    let owedSnapshot = connections[slot].needsSnapshot
+    let before = connections[slot].sentSeq
+    guard let frame = nextFrame(for: id, now: now) else { return nil }
+    let after = connections[slot].sentSeq
+    let kind: FrameKind = owedSnapshot ? .snapshot : after != before ? .patch : .reply
+    return (frame, kind, after)
+  }
+
   /// Whether `connection` still has something to write after the last frame.
   public func hasPending(_ id: ConnectionID) -> Bool {
     let slot = ConnectionHandle(id)

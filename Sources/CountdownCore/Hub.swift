@@ -165,6 +165,9 @@ public final class Hub {
   /// each presented, so that a command is authorised against the session's
   /// key when it is sent on, not only when it arrives.
   var presentedKeys: [ConnectionID: KeyHash] = [:]
+  /// The key of a session a viewer-only joiner created (key mode): shown to
+  /// the next joiner that may control, as if it had been the first.
+  var unclaimedKeys: [SessionHandle: String] = [:]
   /// By connection: the key a joiner presented when it created, here, a
   /// session still loading (a cluster). It holds the key it was made, in
   /// case the session is new everywhere, and this one, in case the session
@@ -265,8 +268,11 @@ public final class Hub {
   /// the client presented, if any; `since` the last seq it saw (on this
   /// instance or another): its snapshot's seq is not lower. `peer` is the
   /// client's address, which the sessions it starts count against.
+  /// `viewerOnly` (an event stream, which cannot send commands) is never
+  /// shown a controller key.
   public func connect(
-    session id: String, key: String? = nil, since: UInt64? = nil, peer: String, now: Int64
+    session id: String, key: String? = nil, since: UInt64? = nil, peer: String, now: Int64,
+    viewerOnly: Bool = false
   ) -> JoinOutcome {
     let handle: SessionHandle
     var createdKey: String?
@@ -293,10 +299,14 @@ public final class Hub {
       }
     }
     var shownKey: String?
-    if config.control == .key {
+    if config.control == .key && viewerOnly {
+      if let createdKey, !sessions[handle].loading { unclaimedKeys[handle] = createdKey }
+    } else if config.control == .key {
       if let createdKey {
         // The first viewer of a new session becomes its controller.
         shownKey = createdKey
+      } else if let unclaimed = unclaimedKeys.removeValue(forKey: handle) {
+        shownKey = unclaimed
       } else if let key,
         sessions[handle].loading || keyHashes[Int(handle.index)]?.matches(key) == true
       {
@@ -812,6 +822,7 @@ public final class Hub {
     sortedIDs.remove(session.id)
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
+    unclaimedKeys[handle] = nil
     cluster.forget(handle)
     if Int(handle.index) < keyHashes.count { keyHashes[Int(handle.index)] = nil }
     stats.sessionsForgotten += 1

@@ -112,6 +112,28 @@ private func urlArgument(_ name: String, in arguments: [String]) throws(HeaderEr
   return values.first
 }
 
+/// A seq as a client writes it: decimal digits only (`UInt64` alone would
+/// take "+5" and "-0").
+private func seqValue(_ text: String) -> UInt64? {
+  guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+  else { return nil }
+  return UInt64(text)
+}
+
+/// A header lws does not know by name (`name` lowercased, with its colon).
+private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
+  let length = Int(lws_hdr_custom_length(wsi.raw, name, Int32(name.utf8.count)))
+  guard length >= 0 else { return nil }
+  guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
+  var buffer = [CChar](repeating: 0, count: length + 1)
+  let copied = lws_hdr_custom_copy(
+    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
+  guard copied >= 0, Int(copied) <= length else {
+    throw HeaderError(header: name, problem: .library(code: copied))
+  }
+  return try HeaderError.text(buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }, header: name)
+}
+
 private func peerAddress(_ wsi: Wsi) -> String {
   var buffer = [CChar](repeating: 0, count: 64)
   guard lws_get_peer_simple(wsi.raw, &buffer, buffer.count) != nil else { return "?" }
@@ -119,19 +141,29 @@ private func peerAddress(_ wsi: Wsi) -> String {
   return String(decoding: bytes, as: UTF8.self)
 }
 
-/// The upgrade request's facts, every header read whole. The peer is the
-/// client behind a trusted proxy, when there is one.
-private func readRequest(of wsi: Wsi) throws(HeaderError) -> UpgradeRequest {
+/// The request's facts, every header read whole. The peer is the client
+/// behind a trusted proxy, when there is one.
+private func readRequest(
+  of wsi: Wsi, transport: Transport = .webSocket
+) throws(HeaderError) -> UpgradeRequest {
   let (peer, tcpPeer) = try clientPeer(wsi)
   let arguments = try urlArguments(wsi)
   var since: UInt64?
   if let text = try urlArgument("since", in: arguments) {
-    guard let number = UInt64(text) else {
+    guard let number = seqValue(text) else {
       throw HeaderError(header: "since", problem: .notANumber)
     }
     since = number
   }
+  if transport == .eventStream, let text = try customHeader(wsi, "last-event-id:") {
+    // EventSource sends back the last `id:` it got; a client may also say `since`.
+    guard let number = seqValue(text) else {
+      throw HeaderError(header: "last-event-id", problem: .notANumber)
+    }
+    since = max(since ?? 0, number)
+  }
   return UpgradeRequest(
+    transport: transport,
     path: try header(wsi, WSI_TOKEN_GET_URI, "path") ?? "",
     origin: try header(wsi, WSI_TOKEN_ORIGIN, "origin"),
     host: try header(wsi, WSI_TOKEN_HOST, "host"), peer: peer,
@@ -150,20 +182,6 @@ private func clientPeer(_ wsi: Wsi) throws(HeaderError) -> (String, String) {
   let client = server.config.trustedProxies.resolve(peer: tcpPeer, forwardedFor: forwarded)
   if client.malformed { server.malformedForwardedFor(peer: tcpPeer) }
   return (client.address, tcpPeer)
-}
-
-/// A header lws does not know by name (`name` lowercased, with its colon).
-private func customHeader(_ wsi: Wsi, _ name: String) throws(HeaderError) -> String? {
-  let length = Int(lws_hdr_custom_length(wsi.raw, name, Int32(name.utf8.count)))
-  guard length >= 0 else { return nil }
-  guard length <= headerByteCap else { throw HeaderError(header: name, problem: .tooLong(length)) }
-  var buffer = [CChar](repeating: 0, count: length + 1)
-  let copied = lws_hdr_custom_copy(
-    wsi.raw, &buffer, Int32(buffer.count), name, Int32(name.utf8.count))
-  guard copied >= 0, Int(copied) <= length else {
-    throw HeaderError(header: name, problem: .library(code: copied))
-  }
-  return try HeaderError.text(buffer[..<Int(copied)].map { UInt8(bitPattern: $0) }, header: name)
 }
 
 /// The method and path of a request, from whichever method's token lws filled.
@@ -206,9 +224,8 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   case .readBody, .wait:
     return 0
   case .events:
-    // The SSE stream (CountdownServer+EventStream.swift, helper N) opens
-    // here: `server(of: wsi).openEventStream(…)`. Until it lands, there is none.
-    return perform(wsi, .write(APIResponse(.notFound).bytes(extra: []), close: false))
+    // Admission reads the request again, as it does an upgrade's.
+    return openEventStream(wsi)
   case .write(let bytes, let close):
     setTag(wsi, 0)
     guard server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
@@ -500,6 +517,11 @@ func httpCallback(
     if tag(wsi) == SocketTag.api, let bytes = server(of: wsi).apiWritable(wsi) {
       return perform(wsi, .write(bytes, close: false))
     }
+    if tag(wsi) > 0 {
+      // An event stream: anything but keeping it open ends the connection.
+      let outcome = server(of: wsi).writable(wsi, connection: tag(wsi) - 1)
+      return outcome == .keepOpen ? 0 : -1
+    }
     guard tag(wsi) == SocketTag.httpBody else { break }
     setTag(wsi, 0)
     let server = server(of: wsi)
@@ -510,11 +532,62 @@ func httpCallback(
   case LWS_CALLBACK_CLOSED_HTTP:
     if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
     if tag(wsi) == SocketTag.api { server(of: wsi).apiClosed(wsi) }
+    if tag(wsi) > 0 {
+      server(of: wsi).closed(tag(wsi) - 1)
+      setTag(wsi, 0)
+    }
 
   default:
     break
   }
   return lws_callback_http_dummy(wsi.raw, reason, user, input, length)
+}
+
+/// An event stream: admitted and joined, its headers written, and the HTTP
+/// transaction left open for as long as the client stays. What
+/// LWS_CALLBACK_HTTP returns for `GET /api/v1/sessions/{id}/events`: the one
+/// call an HTTP router makes for that route.
+func openEventStream(_ wsi: Wsi) -> Int32 {
+  let server = server(of: wsi)
+  let request: UpgradeRequest
+  do throws(HeaderError) {
+    request = try readRequest(of: wsi, transport: .eventStream)
+  } catch {
+    server.unreadable(error, peer: peerAddress(wsi))
+    return respond(wsi, status: error.cause.status)
+  }
+  switch server.openEventStream(wsi, request) {
+  case .refused(let status, let headers, let answer):
+    return respond(wsi, status: status, headers: headers, answer: answer)
+  case .opened(let id):
+    // From here CLOSED_HTTP releases the viewer, whatever happens next.
+    setTag(wsi, id + 1)
+    let pre = cds_lws_pre()
+    // Room for the security headers and an echoed Origin of up to
+    // `headerByteCap` bytes (any origin passes with `--allow-origin '*'`).
+    var buffer = [UInt8](repeating: 0, count: pre + 1024 + headerByteCap)
+    let written = buffer.withUnsafeMutableBufferPointer { memory in
+      let start = memory.baseAddress! + pre
+      let end = memory.baseAddress! + memory.count - 1
+      var cursor: UnsafeMutablePointer<UInt8>? = start
+      // No length: the body is the stream, until either side closes.
+      guard
+        lws_add_http_common_headers(
+          wsi.raw, 200, "text/event-stream", lws_filepos_t.max, &cursor, end) == 0
+      else { return false }
+      for (name, value) in server.eventStreamHeaders(origin: request.origin) {
+        guard addHeader(wsi, name, value, &cursor, end) else { return false }
+      }
+      return lws_finalize_write_http_header(wsi.raw, start, &cursor, end) == 0
+    }
+    guard written else { return -1 }
+    // What lws_http_mark_sse does, without its h2 step, which lws 4.1.6
+    // logs as an error on every HTTP/1 stream: the request's headers (4 KiB)
+    // go back to lws's pool, and no lws timeout ends the transaction.
+    lws_http_headers_detach(wsi.raw)
+    lws_set_timeout(wsi.raw, NO_PENDING_TIMEOUT, 0)
+    return 0
+  }
 }
 
 private func writeHeaders(

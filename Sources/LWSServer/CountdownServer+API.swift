@@ -83,6 +83,8 @@ extension CountdownServer {
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
     case .events(let session):
+      // A stream has no HEAD: its headers are the start of the stream.
+      guard request.method == .get else { return refuse(.methodNotAllowed(allow: "GET")) }
       return .events(session: session, request: request, peer: peer)
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {

@@ -10,11 +10,14 @@ extension CountdownServer {
 
   func collectNetwork(into writer: inout MetricsWriter) {
     writer.single(
-      "countdown_connections_open", .gauge, help: "Open WebSocket connections.",
+      "countdown_connections_open", .gauge,
+      help: "Open viewer connections (WebSocket and event stream).",
       Double(openSockets))
     writer.single(
       "countdown_connections_accepted_total", .counter,
-      help: "WebSocket connections that completed the handshake.", Double(network.accepted))
+      help:
+        "Connections that completed the handshake (WebSocket) or began their stream (event stream).",
+      Double(network.accepted))
     writer.family(
       "countdown_connections_closed_total", .counter,
       help: "WebSocket connections closed, by the close code either side sent first "
@@ -56,8 +59,7 @@ extension CountdownServer {
 
   /// The server is closing `wsi` with `code`; the first code on a connection counts.
   func closing(_ wsi: Wsi, code: CloseCode, reason: String) {
-    guard closeCodes[wsi] == nil else { return }
-    closeCodes[wsi] = NetworkStats.label(forCode: code.rawValue)
+    guard table.noteClose(wsi, label: NetworkStats.label(forCode: code.rawValue)) else { return }
     switch code {
     case .policyViolation:
       Logger.shared.warn(
@@ -70,11 +72,11 @@ extension CountdownServer {
   }
 
   func peerClosing(_ wsi: Wsi, code: UInt16) {
-    if closeCodes[wsi] == nil { closeCodes[wsi] = NetworkStats.label(forCode: code) }
+    _ = table.noteClose(wsi, label: NetworkStats.label(forCode: code))
   }
 
   func countClosed(_ wsi: Wsi, lwsSentClose: Bool) {
-    let code = closeCodes.removeValue(forKey: wsi) ?? (lwsSentClose ? "unknown" : "1006")
+    let code = table.takeCloseCode(wsi) ?? (lwsSentClose ? "unknown" : "1006")
     network.closed[code, default: 0] += 1
   }
 }

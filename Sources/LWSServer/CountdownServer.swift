@@ -29,23 +29,20 @@ public final class CountdownServer {
   let hub: Hub
   let clock: any WallClock
 
-  /// The socket side of each hub connection, by `ConnectionID`.
-  var sockets: [ViewerSocket] = []
-  /// Open WebSocket connections of every kind, and how many per peer address.
-  var openSockets = 0
-  var peerCounts = PeerCounts()
-  /// Joins the hub refused, waiting to send their error and close.
-  var refusals: [Wsi: (peer: PeerID, code: ErrorCode)] = [:]
+  /// The socket side of each hub connection, and of refused and closing ones.
+  var table = ConnectionTable()
+  /// Who may connect, and how many are open of every kind and per address.
+  var admission: Admission
+  var openSockets: Int { admission.open }
   var echo = EchoRoute()
-  let originPolicy: OriginPolicy
   /// Refusals any client may provoke are logged at most once a second.
   var originLogThrottle = LogThrottle()
   var headerLogThrottle = LogThrottle()
   var forwardedLogThrottle = LogThrottle()
   /// Set once a stop is requested: every socket is being closed with 1001.
   private(set) var stopping = false
-  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new upgrades are refused.
-  public private(set) var draining = false
+  /// Set on SIGTERM or SIGINT: `/readyz` says 503 and new connections are refused.
+  public var draining: Bool { admission.draining }
   /// Set once the listeners are up.
   private var listening = false
   /// Further conditions for `/readyz` (a storage load, for one), by name.
@@ -53,8 +50,6 @@ public final class CountdownServer {
   /// Every metric family `/metrics` renders; others register theirs here.
   public let metrics = MetricsRegistry()
   var network = NetworkStats()
-  /// The close code each closing WebSocket sent or received first, as a metrics label.
-  var closeCodes: [Wsi: String] = [:]
   /// Public/404.html, read when the server starts: the body of every 404.
   var notFoundPage: [UInt8]?
   /// The last QR codes drawn for /qr.svg.
@@ -129,7 +124,7 @@ public final class CountdownServer {
     self.config = config
     self.hub = hub
     self.clock = clock
-    originPolicy = OriginPolicy(allowed: config.allowedOrigins, listenHost: config.host)
+    admission = Admission(config: config)
     scratch = .allocate(byteCount: cds_lws_pre() + 16 * 1024, alignment: 16)
     metrics.register { [unowned self] writer in self.collectNetwork(into: &writer) }
   }
@@ -165,7 +160,7 @@ public final class CountdownServer {
     let created = try createContext(&info)
     context = created
     finished = false
-    draining = false
+    admission.restart()
     stopping = false
     ActiveContext.install(created)
     serviceQueue.open(created)
@@ -306,7 +301,7 @@ public final class CountdownServer {
       // its callbacks, the way lws allows.
       lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
-    for wsi in sweep.ping { lws_callback_on_writable(wsi.raw) }
+    for (id, wsi) in sweep.ping { requestWritable(id, wsi) }
     scheduleHousekeeping(afterMs: Self.sweepIntervalMs * 3 / 2)
   }
 
@@ -398,7 +393,7 @@ public final class CountdownServer {
   /// the server keeps serving that long, so a load balancer sees it and moves
   /// traffic, before it closes every connection; a second signal cuts it short.
   private func beginDrain() {
-    draining = true
+    admission.beginDrain()
     guard config.drainSeconds > 0 else { return beginStop() }
     Logger.shared.info(
       "draining", ["seconds": LogValue(config.drainSeconds), "connections": LogValue(openSockets)])
@@ -411,7 +406,10 @@ public final class CountdownServer {
     drainTimer.cancel()
     Logger.shared.info("closing_connections", ["connections": LogValue(openSockets)])
     stopping = true
-    for wsi in sockets.compactMap(\.wsi) + echo.sockets { lws_callback_on_writable(wsi.raw) }
+    for slot in table.viewers.indices {
+      if let wsi = table.viewers[slot].wsi { requestWritable(ConnectionID(slot), wsi) }
+    }
+    for wsi in echo.sockets { lws_callback_on_writable(wsi.raw) }
     if openSockets == 0 {
       finish()
     } else {
@@ -448,8 +446,13 @@ public final class CountdownServer {
   func flush(writingNow: Bool = false) {
     let now = clock.nowMilliseconds()
     hub.drainWritable { connection in
-      guard let wsi = sockets[Int(connection)].wsi else { return }
-      if writingNow && lws_partial_buffered(wsi.raw) == 0 && lws_get_close_length(wsi.raw) == 0 {
+      guard let wsi = table.viewers[Int(connection)].wsi else { return }
+      // An event stream is no WebSocket: it has no Close to wait for (and
+      // lws_get_close_length would read a WebSocket's state it lacks).
+      if writingNow && lws_partial_buffered(wsi.raw) == 0
+        && (table.viewers[Int(connection)].transport == .eventStream
+          || lws_get_close_length(wsi.raw) == 0)
+      {
         writeNow.append(connection)
       } else {
         markWaiting(connection, wsi, now: now)
@@ -457,8 +460,8 @@ public final class CountdownServer {
     }
     // After the drain: writing asks the hub for each frame.
     for connection in writeNow {
-      guard let wsi = sockets[Int(connection)].wsi else { continue }
-      if writable(wsi, connection: connection, now: now) == .fail {
+      guard let wsi = table.viewers[Int(connection)].wsi else { continue }
+      if writable(wsi, connection: connection, now: now, direct: true) == .fail {
         lws_set_timeout(wsi.raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
       }
     }
@@ -469,6 +472,37 @@ public final class CountdownServer {
 
   func requestWritable(_ wsi: Wsi) {
     lws_callback_on_writable(wsi.raw)
+  }
+
+  /// A hub connection's writable request, on either transport.
+  func requestWritable(_ id: ConnectionID, _ wsi: Wsi) {
+    if table.viewers[Int(id)].transport == .eventStream { streamWaits(wsi, toWrite: true) }
+    lws_callback_on_writable(wsi.raw)
+  }
+
+  /// What lws 4.1.6 watches an event stream for. In mid-transaction it reads
+  /// nothing from an HTTP/1 connection, yet keeps it in the poll set for
+  /// input, so a client's FIN (or any byte) would wake the loop on every
+  /// turn, for good; and once input is switched off (rx flow control) it no
+  /// longer serves the connection's writable events either. So input is on
+  /// only while a write waits: then a FIN costs one wake-up, not a spin. A
+  /// client that left is found by writing to it: the first write draws the
+  /// peer's reset, the second fails. Two ticks on a running session, two
+  /// keepalive comments on a quiet one.
+  func streamWaits(_ wsi: Wsi, toWrite: Bool) {
+    lws_rx_flow_control(wsi.raw, toWrite ? 1 : 0)
+  }
+
+  /// An event stream was written and nothing more waits. Input goes off
+  /// only in lws's writable callback, which has just cleared the request:
+  /// off with a request still armed would spin. Bytes the socket did not
+  /// take are a request lws armed itself, so input goes on for them.
+  func streamWritten(_ wsi: Wsi, inCallback: Bool) {
+    if lws_partial_buffered(wsi.raw) != 0 {
+      streamWaits(wsi, toWrite: true)
+    } else if inCallback {
+      streamWaits(wsi, toWrite: false)
+    }
   }
 
   /// Writes one frame to a connection that lws says is writable. False: close it.
@@ -616,6 +650,60 @@ public final class CountdownServer {
   }
 
   private static let pingPayload = Array("ka".utf8)
+  static let snapshotEvent = Array("event: snapshot\nid: ".utf8)
+  static let patchEvent = Array("event: patch\nid: ".utf8)
+  private static let eventData = Array("\ndata: ".utf8)
+  private static let eventComment = Array(": keepalive\n\n".utf8)
+
+  /// One Server-Sent Event: `event: <kind>`, `id: <seq>`, `data: <frame>`,
+  /// composed straight into the write buffer. The frame is the WebSocket's
+  /// JSON, which holds no line break.
+  func writeEvent(_ head: [UInt8], _ frame: [UInt8], seq: UInt64, to wsi: Wsi) -> Bool {
+    var digitCount = 1
+    var power: UInt64 = 10
+    while digitCount < 20 && seq >= power {
+      digitCount += 1
+      power = power &* 10
+    }
+    let count = head.count + digitCount + Self.eventData.count + frame.count + 2
+    let pre = cds_lws_pre()
+    if pre + count > scratch.count {
+      scratch.deallocate()
+      scratch = .allocate(byteCount: pre + count, alignment: 16)
+    }
+    var cursor = pre
+    func put(_ bytes: [UInt8]) {
+      bytes.withUnsafeBytes { source in
+        UnsafeMutableRawBufferPointer(rebasing: scratch[cursor...]).copyMemory(from: source)
+      }
+      cursor += bytes.count
+    }
+    put(head)
+    // The seq's digits, written from the last (no buffer per event).
+    var rest = seq
+    for index in stride(from: cursor + digitCount - 1, through: cursor, by: -1) {
+      scratch[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+      rest /= 10
+    }
+    cursor += digitCount
+    put(Self.eventData)
+    put(frame)
+    scratch[cursor] = UInt8(ascii: "\n")
+    scratch[cursor + 1] = UInt8(ascii: "\n")
+    let payload = scratch.baseAddress!.advanced(by: pre).assumingMemoryBound(to: UInt8.self)
+    guard lws_write(wsi.raw, payload, count, LWS_WRITE_HTTP) >= 0 else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(count)
+    return true
+  }
+
+  /// The comment that keeps an idle event stream's proxies from timing it out.
+  func writeEventComment(to wsi: Wsi) -> Bool {
+    guard send(Self.eventComment, to: wsi, as: LWS_WRITE_HTTP) else { return false }
+    network.framesSent += 1
+    network.bytesSent += UInt64(Self.eventComment.count)
+    return true
+  }
 
   /// Sends the ping a connection is owed. It carries a payload because lws
   /// 4.1.6 reports only non-empty pongs to the protocol callback.

@@ -1,5 +1,14 @@
-/// The facts of an upgrade request that admission depends on, read from lws.
+/// How a viewer's connection carries frames.
+enum Transport: UInt8 {
+  case webSocket
+  /// Server-Sent Events: `text/event-stream` on a plain HTTP response.
+  case eventStream
+}
+
+/// The facts of a request to open a viewer's connection (a WebSocket upgrade
+/// or an event stream) that admission depends on, read from lws.
 struct UpgradeRequest {
+  var transport = Transport.webSocket
   var path: String
   var origin: String?
   var host: String?
@@ -12,6 +21,7 @@ struct UpgradeRequest {
   var key: String?
   /// The `key` URL argument: a controller key.
   var controllerKey: String? = nil
-  /// The `since` URL argument: the last seq the client saw.
+  /// The last seq the client saw: the `since` URL argument, or an event
+  /// stream's `Last-Event-ID`.
   var since: UInt64? = nil
 }

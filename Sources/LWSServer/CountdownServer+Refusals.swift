@@ -1,40 +1,10 @@
 import CountdownCore
 import Observability
 
-/// What a WebSocket upgrade request is, decided before the handshake completes.
-enum Admission: Equatable {
-  case countdown(session: String)
-  case echo
-  /// Refuse with the HTTP status of this cause.
-  case refuse(RefusalCause)
-}
-
 extension CountdownServer {
-  /// Decides an upgrade: path, origin, then the connection caps. Pure Swift,
-  /// so the rules read in one place.
-  func admit(_ request: UpgradeRequest) -> Admission {
-    // RFC 6455 4.2.1: lws 4.1.6 answers any version as 13, and takes any key.
-    guard request.version?.trimmingPrefix(" ") == "13" else { return .refuse(.badVersion) }
-    guard let key = request.key, Self.isWebSocketKey(key) else { return .refuse(.badKey) }
-    if draining { return .refuse(.draining) }
-    let target: Admission
-    if config.echoRoute && request.path == "/echo" {
-      target = .echo
-    } else if request.path.hasPrefix("/ws/"),
-      case let id = String(request.path.dropFirst(4)), SessionID.isValid(id)
-    {
-      target = .countdown(session: id)
-    } else {
-      return .refuse(.badSessionID)
-    }
-    if let origin = request.origin, !originAllowed(origin, host: request.host) {
-      return .refuse(.origin)
-    }
-    if openSockets >= config.maxConnections { return .refuse(.totalCap) }
-    if peerCounts.count(of: request.peer) >= config.maxConnectionsPerIP {
-      return .refuse(.perIP)
-    }
-    return target
+  /// Decides a request to open a viewer's connection (see `Admission`).
+  func admit(_ request: UpgradeRequest) -> AdmissionDecision {
+    admission.decide(request)
   }
 
   /// Counts and logs a refused upgrade. The path is logged without its query,
@@ -59,6 +29,17 @@ extension CountdownServer {
       ("suppressed", LogValue(suppressed)),
     ]
     Logger.shared.log(.warn, "upgrade_refused", fields: fields)
+  }
+
+  /// A join the hub refused just after admission (`too_many_sessions`).
+  func refusedByHub(_ code: ErrorCode, peer: String) {
+    network.refuse(.sessionCap)
+    Logger.shared.info(
+      "upgrade_refused",
+      [
+        "cause": LogValue(RefusalCause.sessionCap.rawValue), "code": LogValue(code.rawValue),
+        "peer": LogValue(peer),
+      ])
   }
 
   /// Origins and hosts are logged (and echoed by the origin check) this far:
@@ -88,23 +69,8 @@ extension CountdownServer {
       "forwarded_for_malformed", ["peer": LogValue(peer), "suppressed": LogValue(suppressed)])
   }
 
-  /// A Sec-WebSocket-Key is 16 bytes in base64: 22 digits, then "==".
-  static func isWebSocketKey(_ key: String) -> Bool {
-    let bytes = Array(key.utf8)
-    guard bytes.count == 24, bytes[22] == UInt8(ascii: "="), bytes[23] == UInt8(ascii: "=")
-    else { return false }
-    return bytes[..<22].allSatisfy { byte in
-      switch byte {
-      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"):
-        true
-      default: false
-      }
-    }
-  }
-
   /// Whether a page of `origin` may open a WebSocket; see `OriginPolicy`.
   func originAllowed(_ origin: String, host: String?) -> Bool {
-    originPolicy.allows(origin: origin, host: host)
+    admission.originPolicy.allows(origin: origin, host: host)
   }
 }
