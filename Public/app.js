@@ -17,12 +17,16 @@ import {
   CONTRACT,
   PRESET_MINUTES,
   SESSION_RE,
+  WAITING_PHASE,
   adjustEnds,
   buttonView,
   clockWidth,
+  confirmHolds,
+  confirmWords,
   controlOf,
   controlView,
   durationEcho,
+  elapsedText,
   errorText,
   isAdjust,
   labelSize,
@@ -30,6 +34,7 @@ import {
   labelWords,
   localDateTime,
   msUntilNextChange,
+  outcomeBadge,
   parseDuration,
   parseFinishText,
   parseKey,
@@ -68,11 +73,14 @@ const el = {
   minus: document.getElementById("minus"),
   plus: document.getElementById("plus"),
   cancel: document.getElementById("cancel"),
+  done: document.getElementById("done"),
+  fail: document.getElementById("fail"),
   hostWait: document.getElementById("host-wait"),
   understood: document.getElementById("understood"),
   presets: document.getElementById("presets"),
   finishText: document.getElementById("finish-text"),
   confirm: document.getElementById("confirm"),
+  confirmText: document.getElementById("confirm-text"),
   confirmYes: document.getElementById("confirm-yes"),
   confirmNo: document.getElementById("confirm-no"),
   openSession: document.getElementById("open-session"),
@@ -86,6 +94,9 @@ const el = {
   rotateYes: document.getElementById("rotate-yes"),
   rotateNo: document.getElementById("rotate-no"),
   label: document.getElementById("label"),
+  labelText: document.getElementById("label-text"),
+  elapsed: document.getElementById("elapsed"),
+  outcome: document.getElementById("outcome"),
   labelWords: document.getElementById("label-words"),
   seconds: document.getElementById("seconds"),
   until: document.getElementById("until"),
@@ -410,8 +421,8 @@ function onAdjust(seconds, opener) {
 }
 
 // ---- "End for everyone?" -------------------------------------------------------
-// Cancel, and a −1 min that leaves nothing, end the run for every viewer, so
-// they ask first, in the run controls' place, with No focused: a key pressed
+// Cancel, a −1 min that leaves nothing, and Done or Fail while waiting end the
+// run for every viewer, so they ask first, in the run controls' place, with No focused: a key pressed
 // twice, or held, then answers No. (Why not Undo: see the README.)
 
 function askToEnd(op, fields, opener) {
@@ -507,14 +518,16 @@ function view() {
 /**
  * Where the keyboard focus goes when the phase changes under it, or the
  * control holding it goes away. The rule: never onto a control that ends the
- * run (Cancel, −1 min); the big button and Pause, the two that take turns,
- * hand it to each other; while a press awaits its answer nothing moves (the
- * pressed control stays focusable, only aria-disabled).
+ * run (Cancel, −1 min, Done, Fail); the big button and Pause, the two that
+ * take turns, hand it to each other, and a wait begun from outside puts it on
+ * the big button (which takes no press then); while a press awaits its
+ * answer nothing moves (the pressed control stays focusable, only
+ * aria-disabled).
  */
 function focusTarget(phase) {
   if (page.confirm) return el.confirmNo;
   if (phase === "running") return el.pause;
-  if (phase === "paused") return el.start;
+  if (phase === "paused" || phase === WAITING_PHASE) return el.start;
   return el.mode.value === "until" ? el.until : el.seconds;
 }
 
@@ -543,7 +556,7 @@ function render() {
   const focused = document.activeElement;
   const before = page.lastPhase;
   page.lastPhase = s?.phase ?? null;
-  if (page.confirm && !["running", "paused"].includes(s?.phase)) page.confirm = null; // the run ended anyway
+  if (page.confirm && !confirmHolds(page.confirm.op, s?.phase)) page.confirm = null; // the run ended anyway
 
   if (v.busy) el.start.setAttribute("aria-busy", "true");
   else el.start.removeAttribute("aria-busy");
@@ -555,7 +568,7 @@ function render() {
   el.start.hidden = v.hostWait;
   el.hostWait.hidden = !v.hostWait;
   setText(el.startText, t[v.text]);
-  setText(el.spinnerText, v.waiting ? t.waiting : t.busy);
+  setText(el.spinnerText, v.waiting ? t.waiting : s?.phase === WAITING_PHASE ? t.waitBusy : t.busy);
 
   // What to start with and the run's controls take turns in one area.
   const byUntil = el.mode.value === "until";
@@ -568,19 +581,31 @@ function render() {
   for (const input of [el.seconds, el.until, el.finishText]) input.readOnly = v.busy;
   el.runControls.hidden = !v.run || Boolean(page.confirm);
   el.confirm.hidden = !v.run || !page.confirm;
+  el.runControls.setAttribute("aria-label", v.settle ? t.waitControls : t.runControls);
   el.pause.hidden = !v.pause;
   setInert(el.pause, !live || ops.has("pause"));
-  for (const b of [el.minus, el.plus]) setInert(b, !live);
+  for (const b of [el.minus, el.plus]) {
+    b.hidden = !v.adjust;
+    setInert(b, !live);
+  }
+  for (const [b, op] of [[el.done, "done"], [el.fail, "fail"]]) {
+    b.hidden = !v.settle;
+    setInert(b, !live || ops.has(op));
+  }
   setInert(el.cancel, !live || ops.has("cancel"));
+  const words = confirmWords(page.confirm?.op);
+  setText(el.confirmText, t[words.ask]);
+  setText(el.confirmYes, t[words.yes]);
   const asked = page.confirm?.id != null;
   setInert(el.confirmYes, !live || asked);
   setInert(el.confirmNo, asked);
 
   const sNow = page.link.serverNow();
   const label = labelText(s, sNow, t);
-  setText(el.label, label);
+  setText(el.labelText, label);
   setText(el.labelWords, s ? labelWords(s, sNow, t) : label);
   el.label.dataset.size = labelSize(label);
+  renderSubline(s, sNow);
   const width = clockWidth(s, sNow);
   if (width === null) delete el.label.dataset.clock;
   else el.label.dataset.clock = String(width);
@@ -607,6 +632,25 @@ function render() {
   clearTimeout(page.tickTimer);
   const delay = msUntilNextChange(s, sNow);
   if (delay !== null) page.tickTimer = setTimeout(render, delay);
+}
+
+/**
+ * The line under the label: the time elapsed while waiting, counting up, or
+ * how a wait ended, in words and in its colour (data-outcome on <html>, so
+ * the label takes the colour too).
+ */
+function renderSubline(s, sNow) {
+  const elapsed = elapsedText(s, sNow);
+  const badge = outcomeBadge(s, sNow, t);
+  setText(el.elapsed, elapsed ?? "");
+  el.elapsed.hidden = elapsed === null;
+  setText(el.outcome, badge?.words ?? "");
+  el.outcome.hidden = !badge?.shown;
+  if (elapsed !== null) el.label.dataset.sub = "elapsed";
+  else if (badge?.shown) el.label.dataset.sub = "outcome";
+  else delete el.label.dataset.sub;
+  if (badge) el.root.dataset.outcome = badge.outcome;
+  else delete el.root.dataset.outcome;
 }
 
 /** Controls or "View only", the Share area and the session field, from the role the server gave. */
@@ -664,6 +708,8 @@ function main() {
   el.form.addEventListener("submit", onStart);
   const onPress = (node, fn) => node.addEventListener("click", () => inert(node) || fn());
   onPress(el.cancel, () => askToEnd("cancel", {}, el.cancel));
+  onPress(el.done, () => askToEnd("done", {}, el.done));
+  onPress(el.fail, () => askToEnd("fail", {}, el.fail));
   onPress(el.pause, () => command("pause"));
   onPress(el.minus, () => onAdjust(-ADJUST_STEP, el.minus));
   onPress(el.plus, () => onAdjust(ADJUST_STEP, el.plus));

@@ -22,6 +22,7 @@ export const SUBPROTOCOL = CONTRACT.subprotocol;
 /** The labels the server uses when nobody chose one (see the README's state fields). */
 export const SERVER_READY_LABEL = CONTRACT.labels.idle;
 export const SERVER_FINISHED_LABEL = CONTRACT.labels.finished;
+export const SERVER_WAITING_LABEL = CONTRACT.labels.waiting;
 
 /** How far one press of "−1 min" or "+1 min" moves the deadline, in seconds. */
 export const ADJUST_STEP = 60;
@@ -223,7 +224,8 @@ function cloneJson(v) {
 /**
  * Fills in what a merge patch may legitimately leave out. A patch carrying
  * "endsAt": null or "remainingMs": null *removes* the member (RFC 7396), so
- * absent means null.
+ * absent means null. (startedAt, timeoutAt and outcome are removed the same
+ * way; what reads them takes anything but a number or a known word as none.)
  */
 export function normalizeState(state) {
   const s = isPlainObject(state) ? { ...state } : {};
@@ -395,10 +397,12 @@ export function displaySeconds(state, serverNow) {
 
 /**
  * Milliseconds until the shown number next changes (the next whole-second
- * boundary before endsAt), or null when nothing is counting. The +1 lands the
+ * boundary before endsAt, or after startedAt while waiting), or null when
+ * nothing is counting. The +1 lands the
  * timer just past the boundary rather than a hair before it.
  */
 export function msUntilNextChange(state, serverNow) {
+  if (isWaiting(state)) return msUntilNextElapsed(state, serverNow);
   if (!isCounting(state)) return null;
   const left = state.endsAt - serverNow;
   if (left <= 0) return null; // waiting for the finish patch
@@ -480,16 +484,29 @@ export function labelText(state, serverNow, strings) {
   const label = state.label;
   const text = typeof label === "string" ? label : label == null ? "" : String(label);
   if (strings) {
-    if (state.phase === "finished" && text === SERVER_FINISHED_LABEL) return strings.finished;
+    const outcome = outcomeOf(state);
+    if (outcome && text === CONTRACT.labels[outcome]) return strings.outcomes[outcome];
+    if (state.phase === "finished" && !outcome && text === SERVER_FINISHED_LABEL) return strings.finished;
     if (state.phase === "idle" && text === SERVER_READY_LABEL) return strings.ready;
+    if (isWaiting(state) && text === SERVER_WAITING_LABEL) return strings.waitLabel;
   }
   return text;
 }
 
-/** What a screen reader hears for the big label: the clock in words, or the label's text. */
+/**
+ * What a screen reader hears for the big label: the clock in words, or the
+ * label's text; while waiting, the text and the time elapsed in words; once
+ * finished from outside, the outcome's word first unless the text is that
+ * word ("Failed: Deploy failed").
+ */
 export function labelWords(state, serverNow, strings) {
   const secs = shownSeconds(state, serverNow);
-  return secs !== null ? clockWords(secs, strings) : labelText(state, serverNow, strings);
+  if (secs !== null) return clockWords(secs, strings);
+  const text = labelText(state, serverNow, strings);
+  const elapsed = elapsedSeconds(state, serverNow);
+  if (elapsed !== null) return strings.elapsedWords(text, clockWords(elapsed, strings));
+  const badge = outcomeBadge(state, serverNow, strings);
+  return badge?.shown ? strings.outcomeWords(badge.words, text) : text;
 }
 
 /**
@@ -574,6 +591,106 @@ export function parseFinishText(text) {
   return { ok: true, label };
 }
 
+// ---- Waiting (the spinner ended from outside) ------------------------------------
+
+/** The phase of a session that waits for a `done` or `fail` from outside. */
+export const WAITING_PHASE = "waiting";
+
+/** The outcome of a countdown that ran out: shown as before, without a badge. */
+export const COUNTDOWN_OUTCOME = "elapsed";
+
+function isWaiting(state) {
+  return state?.phase === WAITING_PHASE;
+}
+
+/** Whether `v` is an epoch ms the server could have sent (the contract's range). */
+function isEpochMs(v) {
+  return Number.isSafeInteger(v) && v >= CONTRACT.epochMs.min && v <= CONTRACT.epochMs.max;
+}
+
+/**
+ * Whole seconds since the wait began, or null when not waiting (or the
+ * server sent no usable startedAt). Drawn afresh from startedAt and the
+ * server's time on every frame, never counted up, so a late timer or a
+ * sleeping tab never leaves it behind. Never below 0 (the offset estimate
+ * may put the start a hair ahead) and never past the timeout (the server's
+ * finish patch ends the wait, not the page).
+ */
+export function elapsedSeconds(state, serverNow) {
+  if (!isWaiting(state) || !isEpochMs(state.startedAt) || !Number.isFinite(serverNow)) return null;
+  let ms = serverNow - state.startedAt;
+  if (isEpochMs(state.timeoutAt) && state.timeoutAt >= state.startedAt) ms = Math.min(ms, state.timeoutAt - state.startedAt);
+  return Math.max(0, Math.floor(ms / 1000));
+}
+
+/** Milliseconds until the elapsed time next changes (just past the boundary), or null. */
+function msUntilNextElapsed(state, serverNow) {
+  if (elapsedSeconds(state, serverNow) === null) return null;
+  if (isEpochMs(state.timeoutAt) && serverNow >= state.timeoutAt) return null; // the finish patch is due
+  const ms = serverNow - state.startedAt;
+  if (ms < 0) return Math.ceil(-ms) + 1;
+  return 1000 - (ms % 1000) + 1;
+}
+
+/**
+ * The time elapsed as a clock that counts up: m:ss from the first second
+ * ("0:05", "12:34"), then h:mm:ss and "Nd hh:mm:ss" as formatClock.
+ */
+export function formatElapsed(seconds) {
+  const s = Math.max(0, Math.floor(Number(seconds) || 0));
+  return s < 60 ? `0:${pad2(s)}` : formatClock(s);
+}
+
+/** The line under the label while waiting: the time elapsed, or null. */
+export function elapsedText(state, serverNow) {
+  const secs = elapsedSeconds(state, serverNow);
+  return secs === null ? null : formatElapsed(secs);
+}
+
+/**
+ * How a finished session ended when something other than its own countdown
+ * ended it: "done", "failed" or "timeout"; null for a countdown that ran out,
+ * any other phase, and any value the contract does not name.
+ */
+export function outcomeOf(state) {
+  if (state?.phase !== "finished") return null;
+  const o = state.outcome;
+  return typeof o === "string" && o !== COUNTDOWN_OUTCOME && CONTRACT.outcomes.includes(o) ? o : null;
+}
+
+/**
+ * The outcome in words under the label once finished from outside:
+ * {outcome, words, shown}. `outcome` names the colour (the page sets it as
+ * data-outcome); `words` is the outcome in the page's language, which a
+ * screen reader hears whatever the label says; `shown` is whether the badge
+ * is drawn: not when the label already is those words (the server's default
+ * text, translated), so the page never says "Done" twice. Null without one.
+ */
+export function outcomeBadge(state, serverNow, strings) {
+  const outcome = outcomeOf(state);
+  if (!outcome) return null;
+  const words = strings.outcomes[outcome];
+  return { outcome, words, shown: labelText(state, serverNow, strings) !== words };
+}
+
+/**
+ * What "Yes" in the question before an ending sends, and the STRINGS keys
+ * of its words: Done and Fail say which outcome everyone will see; Cancel
+ * and −1 min end the run ("End for everyone?").
+ */
+export function confirmWords(op) {
+  if (op === "done") return { ask: "confirmDone", yes: "confirmDoneYes" };
+  if (op === "fail") return { ask: "confirmFail", yes: "confirmFailYes" };
+  return { ask: "confirmEnd", yes: "confirmYes" };
+}
+
+/** Whether the question before `op` still means something in `phase` (else it closes). */
+export function confirmHolds(op, phase) {
+  if (op === "done" || op === "fail") return phase === WAITING_PHASE;
+  if (op === "cancel") return phase === "running" || phase === "paused" || phase === WAITING_PHASE;
+  return phase === "running" || phase === "paused";
+}
+
 /** Preset durations offered beside the field, in minutes. */
 export const PRESET_MINUTES = [1, 5, 10, 15];
 
@@ -604,7 +721,9 @@ export function readRemembered(json) {
 
 /**
  * The tab's title: the time left and the session while running or paused
- * ("4:59 · team-a"), the outcome once finished, the page's name otherwise.
+ * ("4:59 · team-a"), the text and the time elapsed while waiting
+ * ("Deploying 1:05 · team-a"), the outcome once finished, the page's name
+ * otherwise.
  */
 export function titleText(state, serverNow, session, strings) {
   const where = session ? ` · ${session}` : "";
@@ -614,6 +733,11 @@ export function titleText(state, serverNow, session, strings) {
     return state.phase === "paused" ? `${strings.pausedTitle(clock)}${where}` : `${clock}${where}`;
   }
   if (state?.phase === "finished") return `${labelText(state, serverNow, strings)}${where}`;
+  if (isWaiting(state)) {
+    const elapsed = elapsedSeconds(state, serverNow);
+    const clock = elapsed === null ? "" : ` ${formatElapsed(elapsed)}`;
+    return `${labelText(state, serverNow, strings)}${clock}${where}`;
+  }
   return `${strings.title}${where}`;
 }
 
@@ -681,8 +805,9 @@ export function isAdjust(seconds) {
  * - busy: the spinner (the server's, or this page's own wait for the answer
  *   to its press); waiting: the spinner is only that wait;
  * - disabled: whether it can be pressed now;
- * - run: whether the run's controls (Pause, −1 min, +1 min, Cancel) show,
- *   and pause whether Pause is among them.
+ * - run: whether the run's controls show: Pause (`pause`), −1 min and +1 min
+ *   (`adjust`) while running or paused, Done and Fail (`settle`) while
+ *   waiting, and Cancel in all three.
  * `pending` is the set of ops in flight; `live` whether the link is up.
  */
 export function buttonView(state, { role = null, live = false, pending = new Set() } = {}) {
@@ -692,7 +817,8 @@ export function buttonView(state, { role = null, live = false, pending = new Set
   const op = paused ? "resume" : "start";
   const waiting = pending.has(op);
   const busy = Boolean(state?.spinner) || waiting;
-  const controls = !viewer && (phase === "running" || paused);
+  const counting = phase === "running" || paused;
+  const controls = !viewer && (counting || phase === WAITING_PHASE);
   return {
     // A viewer of a session nobody is running sees words, not a dead button.
     hostWait: viewer && (phase === "idle" || phase === "finished"),
@@ -703,6 +829,8 @@ export function buttonView(state, { role = null, live = false, pending = new Set
     disabled: viewer || busy || !state?.enabled || !live,
     run: controls,
     pause: controls && phase === "running",
+    adjust: controls && counting,
+    settle: controls && phase === WAITING_PHASE,
   };
 }
 

@@ -299,7 +299,7 @@ export class SessionSocket {
     const next = reduceMessage(held, msg, this.#snapshotted);
     if (!next) return null;
     const first = msg.type === "snapshot" && !this.#snapshotted;
-    const lostRun = next.restarted && ["running", "paused"].includes(this.state?.phase);
+    const lostRun = next.restarted && ["running", "paused", "waiting"].includes(this.state?.phase);
     if (next.restarted) {
       // A new epoch: the sessions we knew are gone. Drop every trace of the old
       // server (its clock samples too) so nothing old is ever drawn again.

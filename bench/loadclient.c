@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include <libwebsockets.h>
 #include "libev_loop.h"
+#include "viewer_ticks.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,27 +63,19 @@ struct timer {
 struct conn {
 	struct timer start; /* first: start timer for session starters */
 	struct lws *wsi;
-	long long ends_at; /* ms, 0 unknown */
+	struct viewer v;
 	long long t_connect_us;
 	int index;          /* global */
 	int attempts;
 	int state;          /* 0 idle, 1 connecting, 2 open, 3 closed/failed */
-	int got_snapshot;
 	int want_start;
-	int last_r;         /* last tick's r, or big */
-	int ticks;          /* ticks received within the measured range */
-	int done;
-	int expect;         /* next r expected */
 };
 
 static const lws_retry_bo_t no_validity = { .secs_since_valid_ping = 0 };
 
-#define HBUCKETS 4096
-static unsigned long long hist[HBUCKETS];
-
 static struct lws_context *context;
 static struct conn *conns;
-static int n_conns, offset, per_session = 0, total = 0, seconds = 3600, n_ticks = 10;
+static int per_session = 0, total = 0;
 static int spread_ms = 0, max_pending = 1000, no_start = 0, hold = 0;
 static int port = 0, deadline_extra_s = 15, use_libev = 1;
 static struct ev_loop *loop; /* NULL on poll */
@@ -92,14 +85,8 @@ static char (*paths)[96];
 static char ifaces[256][16];
 
 static volatile sig_atomic_t go_flag, stop_flag;
-static int going, reported, ready_reported;
-static int next_to_connect, pending, connected, snapshots, conn_errors, closed_after_open, failed;
-static int done_count, measuring;
-static long long t_begin_us, t_all_snapshots_us, t_go_us, t_end_us, t_first_snapshot_us;
-static long long lag_max_us = -1, lag_min_us = 1LL << 62, lag_count;
-static long long frames_window, frames_total, ticks_in_range, missed, out_of_order, viewers_patches;
-static long long bytes_window, acks, errors_rx, other_frames;
-static double cpu_go, cpu_ready;
+static int ready_reported;
+static int next_to_connect, pending;
 static struct timer pump_timer, watchdog_timer;
 
 static void timer_fired(struct ev_loop *l, ev_timer *w, int revents)
@@ -122,9 +109,6 @@ static void schedule(struct timer *t, sul_cb_t cb, long long us)
 	t->ev.data = t;
 	ev_timer_start(loop, &t->ev);
 }
-/* per measured tick (index seconds-1-r): count, min and max lag */
-#define MAX_TICKS 4096
-static long long tick_count[MAX_TICKS], tick_min[MAX_TICKS], tick_max[MAX_TICKS], tick_sum[MAX_TICKS];
 
 /*
  * Source addresses. lws_client_connect_info.iface would do, but lws 4.1 then
@@ -135,7 +119,7 @@ static long long tick_count[MAX_TICKS], tick_min[MAX_TICKS], tick_max[MAX_TICKS]
  * IP_BIND_ADDRESS_NO_PORT so the kernel picks the port per 4-tuple at connect
  * time. --lws-iface goes back to lws's own iface binding.
  */
-static int use_lws_iface, src_next, src_first = 2, src_last = 9;
+static int use_lws_iface;
 
 int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
@@ -143,110 +127,14 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		struct sockaddr_in local;
 		socklen_t local_len = sizeof(local);
 		if (!getsockname(fd, (struct sockaddr *)&local, &local_len) &&
-		    local.sin_addr.s_addr == htonl(INADDR_ANY) && local.sin_port == 0) {
-			int one = 1;
-			int span = src_last - src_first + 1;
-			setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-			memset(&local, 0, sizeof(local));
-			local.sin_family = AF_INET;
-			local.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)(src_first + src_next++ % span));
-			bind(fd, (struct sockaddr *)&local, sizeof(local));
-		}
+		    local.sin_addr.s_addr == htonl(INADDR_ANY) && local.sin_port == 0)
+			bind_next_source(fd);
 	}
 	return (int)syscall(SYS_connect, fd, sa, len);
 }
 
-static long long now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static double cpu_seconds(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
-static long rss_kb(const char *field)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long v = -1;
-	size_t n = strlen(field);
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n))
-			v = atol(line + n + 1);
-	fclose(f);
-	return v;
-}
-
-static int bucket_of(long long v)
-{
-	if (v < 64)
-		return (int)(v < 0 ? 0 : v);
-	int e = 63 - __builtin_clzll((unsigned long long)v);
-	int m = (int)((v >> (e - 6)) & 63);
-	int b = 64 + (e - 6) * 64 + m;
-	return b < HBUCKETS ? b : HBUCKETS - 1;
-}
-
-static long long bucket_lower(int b)
-{
-	if (b < 64)
-		return b;
-	int e = (b - 64) / 64 + 6, m = (b - 64) % 64;
-	return (long long)(64 + m) << (e - 6);
-}
-
-static void record_lag(long long lag)
-{
-	if (lag > lag_max_us)
-		lag_max_us = lag;
-	if (lag < lag_min_us)
-		lag_min_us = lag;
-	lag_count++;
-	hist[bucket_of(lag)]++;
-}
-
-/* Finds "key": in text; returns pointer to the value or NULL. */
-static const char *find_key(const char *text, size_t len, const char *key, size_t klen)
-{
-	const char *end = text + len;
-	for (const char *p = text; p + klen <= end; p++) {
-		p = memchr(p, key[0], (size_t)(end - p));
-		if (!p || p + klen > end)
-			return NULL;
-		if (!memcmp(p, key, klen))
-			return p + klen;
-	}
-	return NULL;
-}
-
-#define KEY(t, l, k) find_key(t, l, k, sizeof(k) - 1)
-
 static int session_of(int global) { return per_session > 0 ? global / per_session : 0; }
 
-static void report(void);
-
-static void check_finished(void)
-{
-	if (going && !reported && done_count >= measuring)
-		report();
-}
-
-static void mark_done(struct conn *c)
-{
-	if (!c->done) {
-		c->done = 1;
-		done_count++;
-	}
-}
 
 static void connect_one(struct conn *c)
 {
@@ -333,7 +221,7 @@ static void on_go(void)
 	for (int k = 0; k < n_conns; k++) {
 		struct conn *c = &conns[k];
 		if (c->state != 2) {
-			c->done = 1; /* not measured; counted as missed in the report */
+			c->v.done = 1; /* not measured; counted as missed in the report */
 			continue;
 		}
 		measuring++;
@@ -347,101 +235,6 @@ static void on_go(void)
 	done_count = 0;
 	schedule(&watchdog_timer, watchdog, 500 * 1000);
 	check_finished();
-}
-
-static void on_frame(struct conn *c, const char *text, size_t len)
-{
-	long long t = now_us();
-	frames_total++;
-	if (going) {
-		frames_window++;
-		bytes_window += (long long)len;
-	}
-	const char *type = KEY(text, len, "\"type\":\"");
-	if (!type)
-		return;
-	size_t rest = len - (size_t)(type - text);
-	if (rest >= 8 && !memcmp(type, "snapshot", 8)) {
-		const char *e = KEY(text, len, "\"endsAt\":");
-		c->ends_at = e && *e != 'n' ? strtoll(e, NULL, 10) : 0;
-		if (!c->got_snapshot) {
-			c->got_snapshot = 1;
-			snapshots++;
-			if (snapshots == 1)
-				t_first_snapshot_us = t;
-			if (snapshots + failed >= n_conns && !t_all_snapshots_us)
-				t_all_snapshots_us = t;
-		}
-		return;
-	}
-	if (rest >= 5 && !memcmp(type, "patch", 5)) {
-		const char *ph = KEY(text, len, "\"phase\":\"");
-		const char *rem = KEY(text, len, "\"remaining\":");
-		const char *ea = KEY(text, len, "\"endsAt\":");
-		if (ea)
-			c->ends_at = *ea == 'n' ? 0 : strtoll(ea, NULL, 10);
-		if (ph) {
-			if (!memcmp(ph, "running", 7) && rem) {
-				int r = atoi(rem);
-				c->last_r = r;
-				c->expect = r - 1;
-			}
-			return;
-		}
-		if (!rem) {
-			viewers_patches++;
-			return;
-		}
-		int r = atoi(rem);
-		if (r <= 0 || !c->ends_at || !going)
-			return;
-		if (r >= c->last_r) {
-			out_of_order++;
-			return;
-		}
-		c->last_r = r;
-		int lowest = seconds - n_ticks; /* measured: r in [lowest, seconds-1] */
-		if (r < lowest) { /* jumped past the measured range */
-			if (c->expect > seconds - 1)
-				c->expect = seconds - 1;
-			if (c->expect >= lowest)
-				missed += c->expect - lowest + 1;
-			c->expect = lowest - 1;
-			mark_done(c);
-			check_finished();
-			return;
-		}
-		if (c->expect > seconds - 1)
-			c->expect = seconds - 1;
-		if (r < c->expect)
-			missed += c->expect - r;
-		c->expect = r - 1;
-		c->ticks++;
-		ticks_in_range++;
-		long long due_us = (c->ends_at - (long long)r * 1000) * 1000;
-		record_lag(t - due_us);
-		int slot = seconds - 1 - r;
-		if (slot >= 0 && slot < MAX_TICKS) {
-			long long lag = t - due_us;
-			if (!tick_count[slot] || lag < tick_min[slot])
-				tick_min[slot] = lag;
-			if (lag > tick_max[slot])
-				tick_max[slot] = lag;
-			tick_count[slot]++;
-			tick_sum[slot] += lag;
-		}
-		if (r == lowest) {
-			mark_done(c);
-			check_finished();
-		}
-		return;
-	}
-	if (rest >= 3 && !memcmp(type, "ack", 3))
-		acks++;
-	else if (rest >= 5 && !memcmp(type, "error", 5))
-		errors_rx++;
-	else
-		other_frames++;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -464,14 +257,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (c) {
 			pending--;
 			c->state = 2;
-			c->last_r = 1 << 30;
-			c->expect = 1 << 30;
+			viewer_open(&c->v);
 			connected++;
 		}
 		break;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
 		if (c && lws_is_first_fragment(wsi) && lws_is_final_fragment(wsi))
-			on_frame(c, in, len);
+			viewer_received(&c->v, in, len, now_us());
 		else if (c)
 			other_frames++; /* fragmented: never expected from these servers */
 		break;
@@ -489,14 +281,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (c) {
 			if (c->state == 2)
 				closed_after_open++;
-			if (c->state == 2 && !c->got_snapshot)
+			if (c->state == 2 && !c->v.got_snapshot)
 				failed++;
 			c->state = 3;
 			c->wsi = NULL;
-			if (going && !c->done) {
-				mark_done(c);
-				check_finished();
-			}
+			viewer_gone(&c->v);
 		}
 		break;
 	default:
@@ -512,53 +301,11 @@ static const struct lws_protocols protocols[] = {
 
 static void report(void)
 {
-	reported = 1;
-	t_end_us = now_us();
-	double cpu_end = cpu_seconds();
-	long long expected = 0, unreceived = 0;
-	int lowest = seconds - n_ticks;
-	for (int k = 0; k < n_conns; k++) {
-		struct conn *c = &conns[k];
-		expected += n_ticks;
-		/* whatever was not received by the end (closed, failed, or too late) is missed */
-		int top = c->expect > seconds - 1 ? seconds - 1 : c->expect;
-		if (top >= lowest)
-			unreceived += top - lowest + 1;
-	}
-	printf("{\"viewers\":%d,\"offset\":%d,\"per_session\":%d,\"connected\":%d,"
-	       "\"snapshots\":%d,\"connect_errors\":%d,\"failed\":%d,\"closed_after_open\":%d,"
-	       "\"t_first_snapshot_ms\":%.3f,\"t_all_snapshots_ms\":%.3f,"
-	       "\"go_us\":%lld,\"end_us\":%lld,\"window_s\":%.3f,"
-	       "\"frames_total\":%lld,\"frames_window\":%lld,\"bytes_window\":%lld,"
-	       "\"ticks_expected\":%lld,\"ticks_received\":%lld,\"missed\":%lld,"
-	       "\"out_of_order\":%lld,\"viewers_patches\":%lld,\"acks\":%lld,\"errors\":%lld,"
-	       "\"lag_count\":%lld,\"lag_min_us\":%lld,\"lag_max_us\":%lld,"
-	       "\"cpu_connect_s\":%.3f,\"cpu_window_s\":%.3f,\"cpu_total_s\":%.3f,"
-	       "\"rss_kb\":%ld,\"hwm_kb\":%ld,\"hist\":[",
-	       n_conns, offset, per_session, connected, snapshots, conn_errors, failed,
-	       closed_after_open, t_first_snapshot_us ? (t_first_snapshot_us - t_begin_us) / 1e3 : -1.0,
-	       t_all_snapshots_us ? (t_all_snapshots_us - t_begin_us) / 1e3 : -1.0,
-	       t_go_us, t_end_us, going ? (t_end_us - t_go_us) / 1e6 : 0.0,
-	       frames_total, frames_window, bytes_window,
-	       going ? expected : 0, ticks_in_range, going ? missed + unreceived : 0,
-	       out_of_order, viewers_patches, acks, errors_rx,
-	       lag_count, lag_count ? lag_min_us : 0, lag_max_us, cpu_ready,
-	       going ? cpu_end - cpu_go : 0.0, cpu_end, rss_kb("VmRSS:"), rss_kb("VmHWM:"));
-	int first = 1;
-	for (int b = 0; b < HBUCKETS; b++)
-		if (hist[b]) {
-			printf("%s[%lld,%llu]", first ? "" : ",", bucket_lower(b), hist[b]);
-			first = 0;
-		}
-	printf("],\"per_tick\":[");
-	first = 1;
-	for (int k = 0; k < n_ticks && k < MAX_TICKS; k++) {
-		printf("%s[%d,%lld,%lld,%lld,%lld]", first ? "" : ",", seconds - 1 - k, tick_count[k],
-		       tick_min[k], tick_count[k] ? tick_sum[k] / tick_count[k] : 0, tick_max[k]);
-		first = 0;
-	}
-	printf("]}\n");
-	fflush(stdout);
+	long long unreceived = 0;
+	for (int k = 0; k < n_conns; k++)
+		unreceived += viewer_unreceived(&conns[k].v);
+	print_viewer_report(per_session, unreceived);
+	print_lag_report();
 }
 
 static void on_signal(int sig)
@@ -619,7 +366,6 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, var) else if (!strcmp(a, name) && v) { var = atoi(v); i++; }
 		if (!strcmp(a, "--no-start"))
 			no_start = 1;
 		else if (!strcmp(a, "--hold"))
@@ -648,8 +394,7 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!port || n_conns < 1 || n_ticks < 1 || n_ticks >= seconds || src_last < src_first ||
-	    src_last - src_first >= 255)
+	if (!viewer_options_valid(port))
 		usage();
 	if (!total)
 		total = offset + n_conns;

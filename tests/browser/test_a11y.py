@@ -35,6 +35,32 @@ def phase(driver) -> str:
     return driver.execute_script("return document.documentElement.dataset.phase || ''")
 
 
+class Audit:
+    """Runs axe-core in each state it is called for (in the colour scheme asked, set on
+    every browser given), and keeps the violations found, to report them all at once."""
+
+    def __init__(self, scheme: str, *drivers):
+        self.scheme = scheme
+        for d in drivers:
+            d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                              {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        self.found: dict[str, list] = {}
+        self.audited: list[str] = []
+
+    def __call__(self, d, state: str) -> None:
+        r = pk.axe_audit(d)
+        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
+        self.audited.append(state)
+        if r["violations"]:
+            self.found[state] = r["violations"]
+
+    def check(self, states: int, lang: str) -> None:
+        """Every one of `states` states was audited, and none had a violation."""
+        assert len(self.audited) == states, self.audited
+        assert not self.found, f"axe violations ({lang}, {self.scheme}):\n" + "\n".join(
+            f"[{state}]\n{pk.format_violations(v)}" for state, v in self.found.items())
+
+
 @pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
 def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang, scheme):
     """axe-core reports no WCAG 2.1 A/AA or best-practice violation on the controller's
@@ -48,18 +74,7 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     from selenium.webdriver.support.ui import Select
 
     a, b = pool(0), pool(1)
-    for d in (a, b):
-        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
-                          {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    found: dict[str, list] = {}
-    audited: list[str] = []
-
-    def audit(d, state: str) -> None:
-        r = pk.axe_audit(d)
-        assert r["rules"] >= 30, f"{state}: axe checked only {r['rules']} rules"
-        audited.append(state)
-        if r["violations"]:
-            found[state] = r["violations"]
+    audit = Audit(scheme, a, b)
 
     url = pk.page_url(key_server, session_id, lang=lang)
     open_with_role(a, url, "controller")
@@ -122,6 +137,62 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.wait(a, 5, lambda d: phase(d) == "finished" and not pk.read(d)["disabled"], "finished")
     audit(a, "finished")
 
-    assert len(audited) == 13, audited
-    assert not found, f"axe violations ({lang}, {scheme}):\n" + "\n".join(
-        f"[{state}]\n{pk.format_violations(v)}" for state, v in found.items())
+    audit.check(13, lang)
+
+
+@pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])
+def test_axe_finds_no_violations_while_waiting_and_in_each_outcome(key_server, pool, session_id, lang, scheme):
+    """axe-core reports no WCAG 2.1 A/AA or best-practice violation while a wait lasts
+    (the controller's page with Done, Fail and Cancel, its "Mark it done for everyone?"
+    question, and the view-only page) nor once it has finished as done, failed (with a
+    text of the job's own, so the outcome's word shows beside it) and timed out, on both
+    pages; in English and Traditional Chinese, and in dark mode, whose outcome colours
+    differ. Proves the audit ran: each run checked rules, and each state was reached."""
+    a, b = pool(0), pool(1)
+    audit = Audit(scheme, a, b)
+
+    def outcome(d) -> str:
+        return d.execute_script("return document.documentElement.dataset.outcome || ''")
+
+    url = pk.page_url(key_server, session_id, lang=lang)
+    open_with_role(a, url, "controller")
+    open_with_role(b, url, "viewer")
+    key = a.execute_script(f"return sessionStorage.getItem('countdown.key.{session_id}')")
+    obs = pk.Observer(key_server.ws_url(session_id))
+    try:
+        assert obs.command("auth", key=key)["type"] == "ack"
+
+        def wait_on_both(**fields) -> None:
+            assert obs.command("wait", **fields)["type"] == "ack"
+            for d in (a, b):
+                pk.wait(d, 3, lambda d: phase(d) == "waiting" and pk.read(d)["busy"] == "true", "waiting")
+
+        wait_on_both(label="Deploying")
+        audit(a, "waiting")
+        audit(b, "view-only, waiting")
+        pk.click(a, "done")
+        pk.wait(a, 2, lambda d: d.find_element("id", "confirm-no").is_displayed(), "the question")
+        audit(a, "waiting, Mark it done for everyone?")
+        pk.click(a, "confirm-yes")
+        for d in (a, b):
+            pk.wait(d, 3, lambda d: outcome(d) == "done", "done")
+        audit(a, "done")
+        audit(b, "view-only, done")
+
+        wait_on_both()
+        assert obs.command("fail", label="Deploy failed")["type"] == "ack"
+        for d in (a, b):
+            pk.wait(d, 3, lambda d: outcome(d) == "failed", "failed")
+            assert d.find_element("id", "outcome").is_displayed(), "the outcome's word beside the job's text"
+        audit(a, "failed")
+        audit(b, "view-only, failed")
+
+        wait_on_both(timeoutSeconds=1)
+        for d in (a, b):
+            pk.wait(d, 5, lambda d: outcome(d) == "timeout", "timed out")
+        audit(a, "timed out")
+        audit(b, "view-only, timed out")
+    finally:
+        obs.close()
+
+    audit.check(9, lang)

@@ -136,7 +136,7 @@ def test_pressing_waits_for_the_server(browser_tools, pool, session_id, request)
     """Pressing Start is itself a wait for the network. With the server frozen
     (SIGSTOP) the pressing pages show the spinner, aria-busy and a disabled button
     before the server has done anything; when it resumes, the press that lost the race
-    is told why in words ("A countdown is already running."). And the spinner never
+    is told why in words ("This session is already counting down or waiting."). And the spinner never
     sticks: a press whose server dies unanswered is cleared when the link drops."""
     import os
     import signal
@@ -164,7 +164,7 @@ def test_pressing_waits_for_the_server(browser_tools, pool, session_id, request)
             for d in (a, b):
                 pk.wait(d, 2, lambda d: pk.read(d)["label"].isdigit(), "the run on the page")
             statuses = [pk.read(d)["status"] for d in (a, b)]
-            assert sorted(statuses) == ["A countdown is already running.", "Live"], statuses
+            assert sorted(statuses) == ["Live", "This session is already counting down or waiting."], statuses
 
             pk.cancel_run(a)
             obs.wait_for(lambda s: s["phase"] == "idle", 2, "idle after cancel")

@@ -43,8 +43,8 @@ test("every language has every string the English page has", () => {
 });
 
 test("errors are shown in words, localised; unknown codes still say something", () => {
-  assert.equal(errorText({ code: "busy" }, STRINGS.en), "A countdown is already running.");
-  assert.equal(errorText({ code: "busy" }, STRINGS["zh-Hant"]), "倒計時已在進行中。");
+  assert.equal(errorText({ code: "busy" }, STRINGS.en), "This session is already counting down or waiting.");
+  assert.equal(errorText({ code: "busy" }, STRINGS["zh-Hant"]), "這個場次已在倒計時或等待中。");
   assert.equal(errorText({ code: "weird", message: "oops" }, STRINGS.en), "Server error: oops");
   assert.equal(errorText({}, STRINGS.en), "Server error: unknown");
 });

@@ -178,3 +178,21 @@ test("socket.js knows nothing of the page: no DOM, no address bar, no storage, n
   }
   assert.deepEqual([...code.matchAll(/from\s*"\.\/([\w.]+)"/g)].map((m) => m[1]), ["logic.js"]);
 });
+
+test("while waiting the clock is the offset estimate alone, and a restart that took the wait says so", (t) => {
+  const { link, calls, sock, tick } = harness(t);
+  link.connect();
+  sock().open();
+  // This server's clock runs 7 s ahead of the page's (and the snapshot left at once).
+  const waiting = { phase: "waiting", spinner: true, enabled: false, label: "Deploying", startedAt: 1_000_000, timeoutAt: null };
+  sock().receive({ type: "snapshot", epoch: "e1", seq: 2, serverTime: 1_007_000, state: waiting });
+  assert.equal(link.anchor, null, "no countdown, no anchor: nothing but the estimate moves the clock");
+  assert.equal(link.serverNow(), 1_007_000);
+  tick(65_000);
+  assert.equal(link.serverNow(), 1_072_000);
+  sock().end(1001, "", true);
+  tick(1000);
+  sock().open();
+  sock().receive({ type: "snapshot", epoch: "e2", seq: 1, serverTime: 1_073_000, state: { phase: "idle" } });
+  assert.deepEqual(calls.at(-1), ["message", "snapshot", true]);
+});
