@@ -22,6 +22,27 @@ public struct SequenceRequest: Sendable {
   /// any session: a sequencer that checks `presentedKeyHash` again skips
   /// that check for it, rather than being sent the session's own hash.
   public var authorisedByToken = false
+  /// An HTTP command's `Idempotency-Key` (`IdempotencyKey.isValid`): a
+  /// sequencer that finds the key's first answer for this session answers
+  /// `.replayed` with it and applies nothing; otherwise it remembers the
+  /// answer with the command, in the same atomic step.
+  public let idempotencyKey: String?
+
+  public init(
+    ticket: Ticket, session: String, command: SessionCommand, current: SessionRecord,
+    keyHash: KeyHash?, presentedKeyHash: KeyHash?, now: Int64, authorisedByToken: Bool = false,
+    idempotencyKey: String? = nil
+  ) {
+    self.ticket = ticket
+    self.session = session
+    self.command = command
+    self.current = current
+    self.keyHash = keyHash
+    self.presentedKeyHash = presentedKeyHash
+    self.now = now
+    self.authorisedByToken = authorisedByToken
+    self.idempotencyKey = idempotencyKey
+  }
 }
 
 /// What became of a sequenced command.
@@ -32,6 +53,9 @@ public enum SequenceOutcome: Equatable, Sendable {
   case rejected(ErrorCode)
   /// Storage or the cluster could not take it; nothing changed.
   case unavailable(String)
+  /// The command's idempotency key was used before on this session: this is
+  /// the first answer, and nothing was applied now.
+  case replayed(IdempotentAnswer)
 }
 
 /// The "sequence" step of the command path: fixes a command's time and order,
@@ -45,6 +69,13 @@ public protocol CommandSequencer: AnyObject {
   func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
   /// The hub forgot a session: its durable facts may go too.
   func forgot(session: String)
+  /// A command this sequencer answered `.pending` for was completed through
+  /// `Hub.complete` (by a store, say), before the hub acts on it.
+  func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64)
+}
+
+extension CommandSequencer {
+  public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {}
 }
 
 /// Whether a session created here can be shown at once.

@@ -111,7 +111,7 @@ public final class Hub {
     var request: RequestID?
     /// Presented an API token: may command any session in either mode.
     var byToken = false
-    /// An HTTP command's `Idempotency-Key`, for the sequencer.
+    /// An HTTP command's `Idempotency-Key` (`Hub+Idempotency.swift`).
     var idempotencyKey: String?
   }
 
@@ -530,6 +530,7 @@ public final class Hub {
     guard let pending = inFlight.removeValue(forKey: ticket) else { return }
     stats.commandsInFlight -= 1
     sessions[pending.session].commandInFlight = false
+    sequencer.completed(ticket, outcome, now: now)
     finish(pending, outcome, now: now)
     dispatchWaiting(pending.session, now: now)
   }
@@ -629,7 +630,7 @@ public final class Hub {
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
-      now: now, authorisedByToken: pending.byToken)
+      now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
@@ -645,7 +646,7 @@ public final class Hub {
     _ pending: PendingCommand, _ outcome: SequenceOutcome, message: String? = nil, now: Int64
   ) {
     let op = pending.command.op.rawValue
-    let answer: [UInt8]
+    var answer: [UInt8]
     var code: ErrorCode?
     var placeKept = false
     switch outcome {
@@ -680,6 +681,13 @@ public final class Hub {
       code = .unavailable
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
       answer = WireCodec.error(CommandError(.unavailable, message, id: pending.id))
+    case .replayed(let first):
+      stats.countCommand(op, result: "replayed")
+      if case .rejected(let rejection) = first { code = rejection }
+      answer = []
+    }
+    if pending.idempotencyKey != nil {
+      answer = keyedAnswer(outcome, id: pending.id) ?? answer
     }
     if pending.holdsAddressPlace && !placeKept { addresses.removeSession(pending.address) }
     addresses.release(pending.address)

@@ -1,21 +1,66 @@
 /// Sequences in memory, in order, at the service thread's clock; with a
 /// store, a command that changes a session completes once it is durable.
+///
+/// A command with an idempotency key is looked up in `answers` (in memory,
+/// loaded from the store at start), so the check never blocks; its answer
+/// is remembered in the same store write as its record, and in `answers`
+/// once that write is durable. The hub runs one command per session at a
+/// time, so a retry that arrives while the first is in flight waits, and
+/// finds the first one's answer when its turn comes.
 public final class LocalSequencer: CommandSequencer {
   private let store: (any SessionStore)?
+  /// Remembered answers, by session and key.
+  public private(set) var answers: IdempotencyCache
+  /// Answers written with their command, until the write is durable.
+  private var unconfirmed: [Ticket: IdempotencyEntry] = [:]
 
-  public init(store: (any SessionStore)? = nil) { self.store = store }
+  public init(store: (any SessionStore)? = nil, answers: IdempotencyCache = IdempotencyCache()) {
+    self.store = store
+    self.answers = answers
+  }
 
   public func sequence(_ request: SequenceRequest) -> SequenceResult {
+    if let key = request.idempotencyKey {
+      guard IdempotencyKey.isValid(key) else { return .done(.rejected(.badRequest)) }
+      if let entry = answers.lookup(session: request.session, key: key, now: request.now) {
+        // The same key for another command is a client's mistake, not a retry.
+        guard entry.fingerprint == request.command.fingerprint else {
+          return .done(.rejected(.badRequest))
+        }
+        return .done(.replayed(entry.answer))
+      }
+    }
+    let outcome: SequenceOutcome
     switch request.current.applying(request.command, at: request.now) {
-    case .failure(let code):
-      return .done(.rejected(code))
-    case .success(let record):
-      guard let store else { return .done(.applied(record)) }
-      var keyHash = request.keyHash
-      if case .rotateKey(let rotated) = request.command { keyHash = rotated }
-      store.write(
-        .save(session: request.session, record: record, keyHash: keyHash, ticket: request.ticket))
+    case .failure(let code): outcome = .rejected(code)
+    case .success(let record): outcome = .applied(record)
+    }
+    var keyHash = request.keyHash
+    if case .rotateKey(let rotated) = request.command { keyHash = rotated }
+    if let key = request.idempotencyKey, let answer = IdempotentAnswer(outcome) {
+      let entry = IdempotencyEntry(
+        session: request.session, key: key, fingerprint: request.command.fingerprint,
+        answer: answer, at: request.now)
+      guard let store else {
+        answers.insert(entry, now: request.now)
+        return .done(outcome)
+      }
+      unconfirmed[request.ticket] = entry
+      store.write(.remember(entry, keyHash: keyHash, ticket: request.ticket))
       return .pending
+    }
+    guard case .applied(let record) = outcome, let store else { return .done(outcome) }
+    store.write(
+      .save(session: request.session, record: record, keyHash: keyHash, ticket: request.ticket))
+    return .pending
+  }
+
+  public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {
+    guard let entry = unconfirmed.removeValue(forKey: ticket) else { return }
+    // A write that failed stored nothing: a retry must be applied anew.
+    guard case .unavailable = outcome else {
+      answers.insert(entry, now: now)
+      return
     }
   }
 
@@ -28,6 +73,8 @@ public final class LocalSequencer: CommandSequencer {
   }
 
   public func forgot(session: String) {
+    // Its remembered answers stay for their day: a retry after the session
+    // was forgotten must still not apply twice.
     store?.write(.delete(session: session))
   }
 }

@@ -10,6 +10,10 @@ public enum StoreWrite: Equatable, Sendable {
   /// Insert or replace a session's row. `keyHash` is nil in open mode.
   case save(session: String, record: SessionRecord, keyHash: KeyHash?, ticket: Ticket?)
   case delete(session: String)
+  /// A command sent with an idempotency key: its answer, and when it applied
+  /// its record (with `keyHash`, as `.save`), in one transaction. Completed
+  /// with the answer's outcome once durable.
+  case remember(IdempotencyEntry, keyHash: KeyHash?, ticket: Ticket)
 }
 
 /// A session as a store hands it back at start-up.

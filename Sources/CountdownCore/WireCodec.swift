@@ -118,7 +118,7 @@ public enum WireCodec {
     if let id { writer.raw(id.json) } else { writer.raw("null") }
   }
 
-  private static func writeFields(
+  static func writeFields(
     _ fields: FieldSet, of state: CountdownState, to writer: inout JSONWriter
   ) {
     writer.raw("{")

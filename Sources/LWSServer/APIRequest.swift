@@ -205,9 +205,7 @@ enum APICommandHeaders {
   /// RFC draft-ietf-httpapi-idempotency-key: 1–255 printable ASCII characters.
   static func idempotencyKey(_ value: String?) -> Result<String?, APIRefusal> {
     guard let value else { return .success(nil) }
-    guard (1...255).contains(value.utf8.count),
-      value.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
-    else {
+    guard IdempotencyKey.isValid(value) else {
       return .failure(.badHeader("Idempotency-Key must be 1 to 255 printable ASCII characters"))
     }
     return .success(value)

@@ -45,6 +45,8 @@ extension CountdownServer {
 
   /// Headers every API answer carries: lws's security headers and, for an
   /// allowed origin, CORS.
+  func apiHeaders(_ origin: String?) -> [(String, String)] { extra(origin) }
+
   private func extra(_ origin: String?) -> [(String, String)] {
     cors.headers(origin: origin) + [
       ("content-security-policy", "default-src 'none'; frame-ancestors 'none'"),
@@ -85,6 +87,9 @@ extension CountdownServer {
       guard request.method == .get else { return refuse(.methodNotAllowed(allow: "GET")) }
       return .events(session: session, request: request, peer: peer)
     case .read(let session):
+      if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
+        return step
+      }
       return write(APIResponse(status: 200, body: read(session)), request)
     case .list(let after, let limit):
       switch APICommandHeaders.bearer(request.authorization) {
@@ -94,6 +99,11 @@ extension CountdownServer {
         guard config.apiTokens.match(bearer) != nil else {
           return refuse(.forbidden("the bearer token is not accepted"))
         }
+      }
+      if request.method != .head,
+        let step = clusterList(wsi, after: after, limit: limit, request, peer: peer)
+      {
+        return step
       }
       return write(APIResponse(status: 200, body: listBody(after: after, limit: limit)), request)
     case .command(let session):
@@ -209,7 +219,12 @@ extension CountdownServer {
   /// null on the last. In a cluster the index the command function keeps
   /// answers instead (helper I's seam).
   func listBody(after: String?, limit: Int) -> [UInt8] {
-    let page = hub.sessionPage(after: after, limit: limit + 1)
+    listBody(page: hub.sessionPage(after: after, limit: limit + 1), limit: limit)
+  }
+
+  /// The list from a page of up to `limit + 1` sessions (the last one only
+  /// says that a next page exists).
+  func listBody(page: [SessionSummary], limit: Int) -> [UInt8] {
     var json = JSONWriter()
     json.raw("{\"sessions\":[")
     for (index, summary) in page.prefix(limit).enumerated() {

@@ -46,6 +46,8 @@ final class ClusterOrdering {
     var deadline: Int64
     /// When it was sent (monotonic ms).
     var sentAt: Int64
+    /// Its `Idempotency-Key`, whose stored answer a lost reply resolves to.
+    var idempotencyKey: String?
     /// Past this (monotonic ms) it is answered `outcome_unknown`.
     var giveUpAt: Int64 { sentAt + resolveWithinMs }
     var resolveWithinMs: Int64
@@ -81,7 +83,7 @@ final class ClusterOrdering {
     let lost = LostReply(
       ticket: request.ticket, session: request.session, nonce: "\(instance)-\(nextNonce)",
       base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
-      resolveWithinMs: settings.resolveWithinMs)
+      idempotencyKey: request.idempotencyKey, resolveWithinMs: settings.resolveWithinMs)
     let arguments = CommandCall.argv(
       request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce)
     let sent = commands.send(arguments) { [weak self] result in
@@ -115,6 +117,8 @@ final class ClusterOrdering {
         sessions.took(session, revision: record.revision)
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
+      case ("replayed", 3):
+        outcome = replayed(parts[1], parts[2])
       case ("expired", 1):
         outcome = .unavailable(RedisSequencer.unreachable)
       case ("epoch", 2):
@@ -136,6 +140,25 @@ final class ClusterOrdering {
     }
     if case .unavailable = outcome { commandsUnavailable += 1 }
     emit(.completed(sent.ticket, outcome), redisClock.nowMilliseconds())
+  }
+
+  /// A first answer from an idempotency hash, which is input: a line that
+  /// does not parse, or a code that is never remembered, is unavailable.
+  private func replayed(_ kind: String, _ payload: String) -> SequenceOutcome {
+    switch kind {
+    case "ok":
+      guard let message = RecordMessage.parse(payload), let record = accepted(message) else {
+        return .unavailable(RedisSequencer.unreachable)
+      }
+      return .replayed(.applied(record))
+    case "rejected":
+      guard let code = ErrorCode(rawValue: payload), IdempotentAnswer.remembers(code) else {
+        return .unavailable(RedisSequencer.unreachable)
+      }
+      return .replayed(.rejected(code))
+    default:
+      return .unavailable(RedisSequencer.unreachable)
+    }
   }
 
   private func accepted(_ message: RecordMessage) -> SessionRecord? {
@@ -165,11 +188,15 @@ final class ClusterOrdering {
   }
 
   private func resolve(_ lost: LostReply) {
-    let arguments = [
-      "FCALL", RedisSequencer.function("resolve"), "3", RedisSequencer.sessionKey(lost.session),
-      RedisSequencer.epochKey, RedisSequencer.positionKey, settings.epoch, lost.session,
-      lost.nonce, String(lost.base), String(lost.deadline),
-    ]
+    let idem = lost.idempotencyKey.map { RedisSequencer.idempotencyKey(lost.session, $0) }
+    let arguments =
+      [
+        "FCALL", RedisSequencer.function("resolve"), idem == nil ? "3" : "4",
+        RedisSequencer.sessionKey(lost.session), RedisSequencer.epochKey,
+        RedisSequencer.positionKey,
+      ] + (idem.map { [$0] } ?? []) + [
+        settings.epoch, lost.session, lost.nonce, String(lost.base), String(lost.deadline),
+      ]
     commands.send(arguments) { [weak self] result in
       guard let self, lostReplies[lost.nonce] != nil else { return }
       let parts: [String]
@@ -207,7 +234,7 @@ final class ClusterOrdering {
         "outcome": LogValue(
           {
             switch outcome {
-            case .applied: "applied"
+            case .applied, .replayed: "applied"
             case .unavailable: "not_applied"
             case .rejected: "unknown"
             }

@@ -37,6 +37,8 @@ enum CommandCall {
     /// '1' for a command authorised by an API token, which passes the key
     /// check without a key ('' otherwise).
     case byToken
+    /// `SessionCommand.fingerprint`, kept with an idempotency key's answer.
+    case fingerprint
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -46,14 +48,17 @@ enum CommandCall {
   static func argv(
     _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String
   ) -> [String] {
-    [
-      "FCALL", RedisSequencer.function("command"), "3", RedisSequencer.sessionKey(request.session),
-      RedisSequencer.epochKey, RedisSequencer.positionKey,
-    ]
+    let idem = request.idempotencyKey.map { RedisSequencer.idempotencyKey(request.session, $0) }
+    return [
+      "FCALL", RedisSequencer.function("command"), idem == nil ? "4" : "5",
+      RedisSequencer.sessionKey(request.session), RedisSequencer.epochKey,
+      RedisSequencer.positionKey, RedisSequencer.sessionsKey,
+    ] + (idem.map { [$0] } ?? [])
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
         channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
-        byToken: request.authorisedByToken)
+        byToken: request.authorisedByToken,
+        fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint)
   }
 
   /// The ARGV alone, one value per slot in slot order. Every slot has its
@@ -61,7 +66,7 @@ enum CommandCall {
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
     channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
-    byToken: Bool = false
+    byToken: Bool = false, fingerprint: String = ""
   ) -> [String] {
     let operands = operands(of: command)
     return Slot.allCases.map { slot in
@@ -88,6 +93,7 @@ enum CommandCall {
       case .outcome: base.outcome?.rawValue ?? ""
       case .baseWaitLabel: base.waitLabel ?? ""
       case .byToken: byToken ? "1" : ""
+      case .fingerprint: fingerprint
       }
     }
   }

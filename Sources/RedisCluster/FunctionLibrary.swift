@@ -17,7 +17,8 @@ public enum FunctionLibrary {
     -- two releases can run side by side through a rolling upgrade, each calling
     -- its own; the keys and the changes channel are shared.
     --
-    -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter.
+    -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter,
+    -- 4 the session index (optional), 5 the command's idempotency hash (optional).
     -- In key mode the session hash holds its controller key's hash, and every
     -- command presents the hash of the key its connection holds: a mismatch is
     -- refused here too, so one instance's bug cannot command a keyed session.
@@ -38,6 +39,13 @@ public enum FunctionLibrary {
     -- counts) outlives the last instance that has it open by this long: those
     -- instances renew the viewer counts well within it (see renew).
     local VIEW_MS = 180000
+    -- IdempotencyKey.keepMs: a command's first answer is kept this long.
+    local IDEM_MS = 86400000
+    -- Rules refusals that are remembered for an idempotency key: final answers
+    -- (IdempotentAnswer.remembers). Others are "try again", or depend on the caller.
+    local REMEMBERED = {
+      busy = true, not_running = true, not_paused = true, not_waiting = true, bad_request = true,
+    }
 
     local function int(n) return string.format('%.0f', n) end
 
@@ -408,15 +416,25 @@ public enum FunctionLibrary {
     -- (startedAt, timeoutAt: '-' for none) and a finished one's outcome ('' for none);
     -- then '1' when an API token authorised the command: it may command any
     -- session, and passes the key check without a key (an instance never sends
-    -- a session's own hash back for it).
+    -- a session's own hash back for it); then the command's fingerprint, kept
+    -- with an idempotency key's answer.
     local ARG = {
       epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
       phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
       deadline = 14, nonce = 15, presented = 16,
       startedAt = 17, timeoutAt = 18, outcome = 19, baseWaitLabel = 20, byToken = 21,
+      fingerprint = 22,
     }
 
-    -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}.
+    -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}
+    -- | {'replayed', 'ok', line} | {'replayed', 'rejected', code}.
+    --
+    -- With KEYS[5], the hash of the command's Idempotency-Key (on this session):
+    -- if it exists the command was sequenced before, and its first answer is
+    -- returned without applying anything (a different command under the same
+    -- key is bad_request); else the answer is stored there, with the command's
+    -- fingerprint, for a day, in this same atomic call. KEYS[4], the session
+    -- index, gets every commanded session (countdown_v3_peek lists it).
     -- A rotation also publishes `key <session> <revision> <hash>` first, so every
     -- instance stops taking the old key.
     local function command(keys, args)
@@ -473,8 +491,23 @@ public enum FunctionLibrary {
       if op == 'rotate_key' and not r.key and presented == '' then
         return {'rejected', 'bad_request'}
       end
+      local idem, fingerprint = keys[5], args[ARG.fingerprint] or ''
+      if idem then
+        local first = redis.call('HMGET', idem, 'fingerprint', 'line', 'code')
+        if first[1] then
+          if first[1] ~= fingerprint then return {'rejected', 'bad_request'} end
+          if first[2] then return {'replayed', 'ok', first[2]} end
+          return {'replayed', 'rejected', first[3] or 'bad_request'}
+        end
+      end
       local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at)
-      if refused then return {'rejected', refused} end
+      if refused then
+        if idem and REMEMBERED[refused] then
+          redis.call('HSET', idem, 'fingerprint', fingerprint, 'code', refused)
+          redis.call('PEXPIRE', idem, IDEM_MS)
+        end
+        return {'rejected', refused}
+      end
       if nonce ~= '' then r.applied = push(r.applied, nonce) end
       write(keys[1], r, at)
       if op == 'rotate_key' then
@@ -483,6 +516,11 @@ public enum FunctionLibrary {
       local pos = redis.call('INCR', keys[3])
       local line = encode(epoch, pos, session, r, at)
       redis.call('PUBLISH', channel, line)
+      if keys[4] then redis.call('ZADD', keys[4], 0, session) end
+      if idem then
+        redis.call('HSET', idem, 'fingerprint', fingerprint, 'line', line)
+        redis.call('PEXPIRE', idem, IDEM_MS)
+      end
       -- A damaged hash was replaced: the caller logs why.
       if damage then return {'ok', line, damage} end
       return {'ok', line}
@@ -549,6 +587,10 @@ public enum FunctionLibrary {
       local at = now_ms()
       local r = read(keys[1])
       if r and r.stored and listed(r.applied, nonce) then
+        -- A command with an idempotency key (KEYS[4]) is answered as it will be
+        -- replayed: its stored line, the same bytes on every instance.
+        local line = keys[4] and redis.call('HGET', keys[4], 'line')
+        if line then return {'applied', line} end
         local pos = integer(redis.call('GET', keys[3]) or '0', 0, COUNTER_MAX) or 0
         return {'applied', encode(epoch, pos, session, r, at)}
       end
@@ -643,8 +685,9 @@ public enum FunctionLibrary {
     -- live instance has the session open any more, so do its viewer hash and
     -- its session hash (unless a run or a wait is still in it: that one keeps its TTL).
     -- KEYS: 1 the session hash, 2 its viewer hash, 3 the instance set, 4 the
-    -- caller's session index. ARGV: instance id, session. Returns 1 when the
-    -- keys went.
+    -- caller's session index, 5 the cluster's session index (optional), whose
+    -- entry goes with the session hash. ARGV: instance id, session. Returns 1
+    -- when the keys went.
     local function forget(keys, args)
       local at = now_ms()
       redis.call('HDEL', keys[2], args[1])
@@ -662,8 +705,37 @@ public enum FunctionLibrary {
       local waits = r and r.phase == 'waiting' and not (r.timeoutAt and r.timeoutAt <= at)
       if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at) or waits)) then
         redis.call('DEL', keys[1])
+        if keys[5] then redis.call('ZREM', keys[5], args[2]) end
       end
       return 1
+    end
+
+    -- Reads sessions without creating anything: for the HTTP API's reads of a
+    -- session this instance does not hold, and its list of the cluster's
+    -- sessions (whose ids come from the session index, read by ZRANGEBYLEX: the
+    -- index is a sorted set scored 0, so members page in id order, never by
+    -- SCAN or KEYS). KEYS: 1 the session index, 2 the position counter, then
+    -- for each session its hash and its viewer hash. ARGV: epoch, then the
+    -- session ids, in KEYS's order. Returns, per session, {line, viewers} ({'',
+    -- 0} when it has no hash). A listed session whose hash has expired leaves
+    -- the index here, since its TTL ran out without `forget`.
+    local function peek(keys, args)
+      local at = now_ms()
+      local pos = integer(redis.call('GET', keys[2]) or '0', 0, COUNTER_MAX) or 0
+      local out = {}
+      for i = 2, #args do
+        local session = args[i]
+        local hash, viewers = keys[1 + 2 * (i - 1)], keys[2 + 2 * (i - 1)]
+        local r = read(hash)
+        if r then
+          local sum = integer(redis.call('HGET', viewers, '~') or '0', 0, COUNTER_MAX) or 0
+          table.insert(out, {encode(args[1], pos, session, r, at), sum})
+        else
+          if redis.call('EXISTS', hash) == 0 then redis.call('ZREM', keys[1], session) end
+          table.insert(out, {'', 0})
+        end
+      end
+      return out
     end
 
     -- An instance's heartbeat, about once a second. KEYS: 1 the instance set.
@@ -706,5 +778,6 @@ public enum FunctionLibrary {
     redis.register_function('countdown_v3_heartbeat', heartbeat)
     redis.register_function('countdown_v3_reap', reap)
     redis.register_function('countdown_v3_resolve', resolve)
+    redis.register_function('countdown_v3_peek', peek)
     """#
 }

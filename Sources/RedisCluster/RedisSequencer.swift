@@ -82,6 +82,18 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   static let instancesKey = "countdown:instances"
   static func sessionKey(_ session: String) -> String { "countdown:s:\(session)" }
   static func viewerKey(_ session: String) -> String { "countdown:v:\(session)" }
+  /// Every commanded session, a sorted set scored 0 so that ZRANGEBYLEX
+  /// pages it in id order: the HTTP API's list, never SCAN or KEYS. One key,
+  /// so one hash slot, as the epoch and the position counter are: the
+  /// library declares every key it touches, and assumes one Redis (or one
+  /// primary), not Redis Cluster's sharding.
+  static let sessionsKey = "countdown:sessions"
+  /// A command's `Idempotency-Key` on a session: its first answer, a day.
+  /// The session id has no `:`, so the key (last, any printable ASCII) is
+  /// unambiguous.
+  static func idempotencyKey(_ session: String, _ key: String) -> String {
+    "countdown:idem:\(session):\(key)"
+  }
   /// The sessions an instance counts viewers in, so that its death costs a
   /// recount of those only.
   static func sessionIndexKey(_ instance: String) -> String { "countdown:iv:\(instance)" }
@@ -115,7 +127,7 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   private let bulk = BulkWindow()
   // A subscribed hiredis connection can send nothing else: two connections,
   // made by `start` on the loop it is given, with the parts that use them.
-  private var commands: RedisConnection?
+  private(set) var commands: RedisConnection?
   private var subscriber: RedisConnection?
   private var ordering: ClusterOrdering?
   private var feed: ChangeFeed?
@@ -274,8 +286,8 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     // reached now, their TTLs see to it.
     guard isConnected, let commands else { return }
     let arguments = [
-      "FCALL", Self.function("forget"), "4", Self.sessionKey(session), Self.viewerKey(session),
-      Self.instancesKey, Self.sessionIndexKey(instance), instance, session,
+      "FCALL", Self.function("forget"), "5", Self.sessionKey(session), Self.viewerKey(session),
+      Self.instancesKey, Self.sessionIndexKey(instance), Self.sessionsKey, instance, session,
     ]
     commands.send(arguments) { _ in }
   }

@@ -16,7 +16,8 @@ public struct StoreCompletion: Equatable, Sendable {
   public let ticket: Ticket
   public let session: String
   /// `.applied(record)` once the record is committed, `.unavailable(message)`
-  /// when the commit failed and nothing of it was stored. Never `.rejected`.
+  /// when the commit failed and nothing of it was stored; `.rejected` only
+  /// for a remembered refusal (`StoreWrite.remember`).
   public let outcome: SequenceOutcome
 
   public init(ticket: Ticket, session: String, outcome: SequenceOutcome) {
@@ -210,7 +211,7 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// `body` is sent: the connection it works on must not escape the lock.
-  private func withDatabase<Result: Sendable>(
+  func withDatabase<Result: Sendable>(
     _ body: sending (Database) throws(StoreError) -> Result
   ) throws(StoreError) -> Result {
     // `rethrows` would erase the error type; carry it out as a Result.
@@ -306,11 +307,18 @@ extension StoreWrite {
   /// tried again; a ticketed one was reported failed, so the hub never
   /// adopted it and it must not be stored later.
   fileprivate var isKeptOnFailure: Bool {
-    if case .save(_, _, _, .some) = self { return false }
-    return true
+    switch self {
+    case .save(_, _, _, .some), .remember: false
+    case .save, .delete: true
+    }
   }
 
   fileprivate func completion(failure: String?) -> StoreCompletion? {
+    if case .remember(let entry, _, let ticket) = self {
+      return StoreCompletion(
+        ticket: ticket, session: entry.session,
+        outcome: failure.map { .unavailable($0) } ?? entry.answer.outcome)
+    }
     guard case .save(let session, let record, _, let ticket?) = self else { return nil }
     return StoreCompletion(
       ticket: ticket, session: session,
@@ -350,9 +358,11 @@ final class Database {
   let upsertMeta: Statement
   let setAside: Statement
   let deleteSetAside: Statement
+  let idempotency: IdempotencyStatements
 
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
+    idempotency = try IdempotencyStatements(connection)
     begin = try connection.prepare("BEGIN IMMEDIATE")
     commitTransaction = try connection.prepare("COMMIT")
     rollback = try connection.prepare("ROLLBACK")
@@ -405,6 +415,11 @@ final class Database {
           try upsertSession.run(Self.row(session, record, keyHash))
         case .delete(let session):
           try deleteSession.run([.text(session)])
+        case .remember(let entry, let keyHash, _):
+          if case .applied(let record) = entry.answer {
+            try upsertSession.run(Self.row(entry.session, record, keyHash))
+          }
+          try idempotency.remember(entry)
         }
       }
       try commitTransaction.run()

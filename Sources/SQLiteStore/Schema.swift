@@ -17,9 +17,11 @@
 ///   ran out), and `damaged_sessions` gets the same columns. A row whose
 ///   phase the old CHECK would not have let in (one written with the check
 ///   off) cannot be copied, so it is set aside there, as start-up would.
+/// - Version 5: `idempotency`, the first answer of each command sent with an
+///   `Idempotency-Key`, kept a day (`SQLiteStore+Idempotency.swift`).
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 4
+  static let version: Int64 = 5
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -83,6 +85,7 @@ enum Schema {
     DROP TABLE sessions;
     ALTER TABLE sessions_v4 RENAME TO sessions;
     """,
+    IdempotencyStatements.createTable,
   ]
 
   /// The columns `sessions` has from each version on: a file that lacks one

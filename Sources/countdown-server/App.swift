@@ -33,6 +33,8 @@ final class App {
     var cluster: RedisSequencer?
     var epoch: String?
     var stored: [StoredSession] = []
+    /// Idempotency-Key answers remembered in the file, for the sequencer.
+    var answers = IdempotencyCache()
     var clock: any WallClock
   }
 
@@ -93,7 +95,8 @@ final class App {
     var sessions = openSessions()
     let hub = Hub(
       config: options.hub, epoch: sessions.epoch ?? Hub.randomEpoch(),
-      sequencer: sessions.cluster ?? LocalSequencer(store: sessions.store))
+      sequencer: sessions.cluster
+        ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
     sessions.cluster?.hub = hub
     hub.observer = SessionEventLog(logger: log)
     hub.restore(sessions.stored, now: sessions.clock.nowMilliseconds())
@@ -254,13 +257,24 @@ final class App {
             "msg": LogValue("a damaged row was moved to the damaged_sessions table"),
           ])
       }
+      let remembered = try store.loadAnswers(now: wallClock.nowMilliseconds())
+      for entry in remembered.damaged {
+        log.warn(
+          "idempotency_answer_dropped",
+          [
+            "session": LogValue(entry.session), "reason": LogValue(entry.reason),
+            "msg": LogValue("a damaged row of the idempotency table was deleted"),
+          ])
+      }
       var epoch = loaded.epoch
       if epoch == nil {
         let made = Hub.randomEpoch()
         try store.saveEpoch(made)
         epoch = made
       }
-      return Sessions(store: store, epoch: epoch, stored: loaded.sessions, clock: wallClock)
+      return Sessions(
+        store: store, epoch: epoch, stored: loaded.sessions, answers: remembered.answers,
+        clock: wallClock)
     } catch {
       log.error("storage_refused", ["error": LogValue(error.description)])
       log.flush()

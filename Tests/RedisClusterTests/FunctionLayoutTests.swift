@@ -100,14 +100,14 @@ import Testing
       .start(.until(1_700_000_060_000), finishedLabel: "fin"),
       base: SessionRecord.Fields(phase: .paused, duration: 9, remainingMs: 4000, revision: 3),
       session: "s", epoch: "E", channel: "c", deadline: 77, nonce: "n", presented: hash,
-      byToken: true)
+      byToken: true, fingerprint: "start until 1700000060000 fin")
     #expect(arguments.count == CommandCall.Slot.allCases.count)
     let expected: [CommandCall.Slot: String] = [
       .epoch: "E", .channel: "c", .session: "s", .op: "start", .first: "until",
       .second: "1700000060000", .label: "fin", .phase: "paused", .duration: "9", .endsAt: "-",
       .remainingMs: "4000", .revision: "3", .baseLabel: "", .deadline: "77", .nonce: "n",
       .presented: hash.hex, .startedAt: "-", .timeoutAt: "-", .outcome: "", .baseWaitLabel: "",
-      .byToken: "1",
+      .byToken: "1", .fingerprint: "start until 1700000060000 fin",
     ]
     for slot in CommandCall.Slot.allCases {
       #expect(arguments[slot.index] == expected[slot], "\(slot)")

@@ -1,0 +1,222 @@
+/// The `Idempotency-Key` of a command that came by HTTP: a retried POST with
+/// the same key on the same session, within `keepMs`, gets the first answer
+/// and is applied once. The sequencer remembers the answer in the same
+/// atomic step that applies the command (one SQLite transaction, one Redis
+/// function call), so it holds across a `kill -9` and across instances.
+public enum IdempotencyKey {
+  /// How long a key's answer is kept (one day, as Stripe keeps its keys).
+  public static let keepMs: Int64 = 86_400_000
+  public static let maxLength = 255
+
+  /// 1 to 255 visible ASCII characters (`!` to `~`, no space): what a
+  /// header carries without escaping or trimming, and what a log line, a
+  /// SQLite key and a Redis key name take as they are. The HTTP layer and
+  /// the OpenAPI document (`^[!-~]+$`) check the same.
+  public static func isValid(_ key: String) -> Bool {
+    let bytes = key.utf8
+    return (1...maxLength).contains(bytes.count) && bytes.allSatisfy { (0x21...0x7E).contains($0) }
+  }
+}
+
+/// The first answer to a command sent with an idempotency key: what a retry
+/// is answered with instead of applying it again. The answer's bytes are a
+/// pure function of it (`WireCodec.requestAnswer`), so the first answer and
+/// every replay are the same bytes on every instance.
+///
+/// Only final answers are remembered: the command applied, or the session's
+/// rules refused it (busy, not_running, not_paused, not_waiting, bad_request
+/// from a rule).
+/// As with Stripe, which keeps non-5xx answers, a retry of a refused command
+/// is told the same refusal rather than applying later in a state the client
+/// never saw. Not remembered, since nothing was decided about the command
+/// itself and a retry is exactly what the client should do: `unavailable`,
+/// `outcome_unknown`, `rate_limited`, `too_many_sessions` (all "try again"),
+/// and `forbidden`, which is decided by the credential and not the command:
+/// remembering it would let a caller without the key plant an answer under
+/// a key that the session's controller then replays.
+public enum IdempotentAnswer: Equatable, Sendable {
+  /// The record the command left (its `seq` is the session's seq then).
+  case applied(SessionRecord)
+  case rejected(ErrorCode)
+
+  /// Whether a sequencer remembers a rules refusal with this code.
+  public static func remembers(_ code: ErrorCode) -> Bool {
+    switch code {
+    case .busy, .notRunning, .notPaused, .notWaiting, .badRequest: true
+    case .badJSON, .rateLimited, .forbidden, .tooManySessions, .unavailable, .outcomeUnknown:
+      false
+    }
+  }
+
+  /// The answer to remember for an outcome, or nil when it is not final.
+  public init?(_ outcome: SequenceOutcome) {
+    switch outcome {
+    case .applied(let record): self = .applied(record)
+    case .rejected(let code) where Self.remembers(code): self = .rejected(code)
+    case .replayed(let answer): self = answer
+    case .rejected, .unavailable: return nil
+    }
+  }
+
+  /// What the hub does with it on a replay: the same as with the first outcome.
+  public var outcome: SequenceOutcome {
+    switch self {
+    case .applied(let record): .applied(record)
+    case .rejected(let code): .rejected(code)
+    }
+  }
+}
+
+/// One remembered answer, as a store keeps it.
+public struct IdempotencyEntry: Equatable, Sendable {
+  public var session: String
+  public var key: String
+  /// The command the key was first used for (`SessionCommand.fingerprint`):
+  /// the same key with another command is refused, not replayed.
+  public var fingerprint: String
+  public var answer: IdempotentAnswer
+  /// When the command was sequenced (epoch ms): the entry goes `keepMs` later.
+  public var at: Int64
+
+  public init(
+    session: String, key: String, fingerprint: String, answer: IdempotentAnswer, at: Int64
+  ) {
+    self.session = session
+    self.key = key
+    self.fingerprint = fingerprint
+    self.answer = answer
+    self.at = at
+  }
+
+  /// Why an entry from outside (a row) cannot be taken, or nil.
+  public var damage: String? {
+    guard SessionID.isValid(session) else { return "the session is not a session id" }
+    guard IdempotencyKey.isValid(key) else {
+      return "the key is not 1 to 255 visible ASCII characters"
+    }
+    guard SessionCommand.isFingerprint(fingerprint) else { return "the fingerprint is not one" }
+    guard SessionRecord.epochMsRange.contains(at) else { return "at \(at) out of range" }
+    switch answer {
+    case .applied(let record): return record.damage
+    case .rejected(let code):
+      return IdempotentAnswer.remembers(code) ? nil : "\(code.rawValue) is never remembered"
+    }
+  }
+}
+
+extension SessionCommand {
+  /// The command in one line, its op first: a key reused with a different
+  /// command is told so. A `rotate_key`'s new hash is the server's, made
+  /// anew for each request, so only its op counts.
+  public var fingerprint: String {
+    switch self {
+    case .start(.seconds(let seconds), let label): "start seconds \(seconds) \(label ?? "")"
+    case .start(.until(let deadline), let label): "start until \(deadline) \(label ?? "")"
+    case .cancel, .pause, .resume, .rotateKey: op.rawValue
+    case .adjust(let seconds): "adjust \(seconds)"
+    // Labels hold no control characters, so a tab cannot be inside one.
+    case .wait(let label, let timeoutSeconds, let timeoutLabel):
+      "wait \(timeoutSeconds.map(String.init) ?? "-")\t\(label ?? "")\t\(timeoutLabel ?? "")"
+    case .done(let label): "done \(label ?? "")"
+    case .fail(let label): "fail \(label ?? "")"
+    }
+  }
+
+  /// Whether stored text can be a fingerprint: an op's name first, and no
+  /// longer than the longest a command makes.
+  static func isFingerprint(_ text: String) -> Bool {
+    let op = text.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
+    return Op(rawValue: op) != nil
+      && text.utf8.count <= 64 + 2 * SessionConfig.maxFinishedLabelLength * 4
+  }
+}
+
+/// Remembered answers in memory, bounded: at most `perSession` keys per
+/// session and `total` in all, the oldest evicted first. A store loads it at
+/// start, so a lookup at dispatch never waits for a disk or the network.
+/// An evicted key is forgotten early: its retry would apply again, so the
+/// bounds are far above what a client retrying after a timeout needs.
+public struct IdempotencyCache: Sendable {
+  public static let defaultPerSession = 1000
+  public static let defaultTotal = 100_000
+
+  public let perSession: Int
+  public let total: Int
+  private var entries: [String: [String: IdempotencyEntry]] = [:]
+  /// Arrival order, for eviction; holds stale slots for replaced entries,
+  /// skipped when reached, and compacted when half of it is stale.
+  private var order: [(session: String, key: String, at: Int64)] = []
+  private var head = 0
+  public private(set) var count = 0
+  /// Entries dropped to keep within the bounds (not by age).
+  public private(set) var evicted = 0
+
+  public init(perSession: Int = defaultPerSession, total: Int = defaultTotal) {
+    self.perSession = max(1, perSession)
+    self.total = max(1, total)
+  }
+
+  public func lookup(session: String, key: String, now: Int64) -> IdempotencyEntry? {
+    guard let entry = entries[session]?[key], now - entry.at < IdempotencyKey.keepMs else {
+      return nil
+    }
+    return entry
+  }
+
+  /// Adds (or replaces) an entry, dropping expired ones and the oldest past the bounds.
+  public mutating func insert(_ entry: IdempotencyEntry, now: Int64) {
+    prune(now: now)
+    if entries[entry.session]?[entry.key] == nil {
+      if entries[entry.session, default: [:]].count >= perSession {
+        evictOldest(of: entry.session)
+      }
+      count += 1
+    }
+    entries[entry.session, default: [:]][entry.key] = entry
+    order.append((entry.session, entry.key, entry.at))
+    while count > total, dropOldest(evicting: true) {}
+  }
+
+  /// Drops entries older than `keepMs`: O(dropped).
+  public mutating func prune(now: Int64) {
+    while head < order.count, now - order[head].at >= IdempotencyKey.keepMs {
+      _ = dropOldest(evicting: false)
+    }
+  }
+
+  /// Removes the oldest live entry; false when there is none.
+  private mutating func dropOldest(evicting: Bool) -> Bool {
+    while head < order.count {
+      let slot = order[head]
+      head += 1
+      if let entry = entries[slot.session]?[slot.key], entry.at == slot.at {
+        remove(slot.session, slot.key)
+        if evicting { evicted += 1 }
+        compact()
+        return true
+      }
+    }
+    compact()
+    return false
+  }
+
+  /// A session at its bound gives up its oldest key. Rare (a thousand keys
+  /// in a day on one session), so a scan of that session's keys is fine.
+  private mutating func evictOldest(of session: String) {
+    guard let oldest = entries[session]?.values.min(by: { $0.at < $1.at }) else { return }
+    remove(session, oldest.key)
+    evicted += 1
+  }
+
+  private mutating func remove(_ session: String, _ key: String) {
+    entries[session]?[key] = nil
+    if entries[session]?.isEmpty == true { entries[session] = nil }
+    count -= 1
+  }
+
+  private mutating func compact() {
+    guard head > 1024, head * 2 > order.count else { return }
+    order.removeFirst(head)
+    head = 0
+  }
+}

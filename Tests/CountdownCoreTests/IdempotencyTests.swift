@@ -1,0 +1,316 @@
+import Foundation
+import Testing
+
+@testable import CountdownCore
+
+/// A store that keeps every write, and completes ticketed ones only when the
+/// test says, as durable or as failed: a disk that takes its time.
+final class HoldingStore: SessionStore {
+  var writes: [StoreWrite] = []
+  private var unfinished: [StoreWrite] = []
+
+  func write(_ write: StoreWrite) {
+    writes.append(write)
+    switch write {
+    case .save(_, _, _, .some), .remember: unfinished.append(write)
+    case .save, .delete: break
+    }
+  }
+
+  var remembered: [IdempotencyEntry] {
+    writes.compactMap { if case .remember(let entry, _, _) = $0 { entry } else { nil } }
+  }
+
+  var waiting: Int { unfinished.count }
+
+  /// Completes the oldest ticketed write: durable, or failed as a full disk.
+  func complete(_ hub: Hub, failing: Bool = false, now: Int64) {
+    let write = unfinished.removeFirst()
+    switch write {
+    case .save(_, let record, _, let ticket?):
+      hub.complete(ticket, failing ? .unavailable("disk full") : .applied(record), now: now)
+    case .remember(let entry, _, let ticket):
+      hub.complete(ticket, failing ? .unavailable("disk full") : entry.answer.outcome, now: now)
+    default:
+      Issue.record("not a ticketed write: \(write)")
+    }
+  }
+}
+
+@Suite struct IdempotencyTests {
+  let t0: Int64 = 1_700_000_000_000
+
+  /// Every frame the hub has for a connection, as text.
+  func frames(_ hub: Hub, _ id: ConnectionID, now: Int64) -> [String] {
+    var out: [String] = []
+    while let frame = hub.nextFrame(for: id, now: now) {
+      out.append(String(decoding: frame, as: UTF8.self))
+    }
+    return out
+  }
+
+  /// The answers (acks and errors) among them.
+  func answers(_ hub: Hub, _ id: ConnectionID, now: Int64) -> [String] {
+    frames(hub, id, now: now).filter {
+      $0.hasPrefix(#"{"type":"ack""#) || $0.hasPrefix(#"{"type":"error""#)
+    }
+  }
+
+  func viewer(_ hub: Hub, _ session: String = "s", now: Int64) -> ConnectionID {
+    let id = hub.join(session, now: now)
+    _ = frames(hub, id, now: now)
+    return id
+  }
+
+  /// A retried keyed start gets the first answer's exact bytes, and the session's revision moved once.
+  @Test func retryReplaysTheFirstAnswer() throws {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    hub.submit(
+      .start(.seconds(60), finishedLabel: nil), idempotencyKey: "k-1", from: id, now: t0 + 10)
+    let first = answers(hub, id, now: t0 + 10)
+    hub.submit(
+      .start(.seconds(60), finishedLabel: nil), idempotencyKey: "k-1", from: id, now: t0 + 5000)
+    let second = answers(hub, id, now: t0 + 5000)
+    #expect(first.count == 1)
+    #expect(first == second)
+    let ack = try #require(first.first)
+    #expect(ack.hasPrefix(#"{"type":"ack","id":null,"seq":"#))
+    #expect(ack.contains(#""phase":"running""#))
+    #expect(ack.contains(#""endsAt":\#(t0 + 10 + 60_000)"#))
+    #expect(hub.record(of: "s")?.revision == 1)
+    #expect(hub.stats.commands["start"]?["replayed"] == 1)
+    // Without a key the same start is a new command: busy.
+    hub.submit(
+      .start(.seconds(60), finishedLabel: nil), idempotencyKey: nil, from: id, now: t0 + 6000)
+    #expect(answers(hub, id, now: t0 + 6000).first?.contains(#""code":"busy""#) == true)
+  }
+
+  /// A key is per session; a key reused for another command is bad_request and applies nothing.
+  @Test func keysArePerSessionAndPerCommand() {
+    let hub = Hub(config: HubConfig())
+    let a = viewer(hub, "a", now: t0)
+    let b = viewer(hub, "b", now: t0)
+    hub.submit(.start(.seconds(60), finishedLabel: nil), idempotencyKey: "same", from: a, now: t0)
+    hub.submit(.start(.seconds(60), finishedLabel: nil), idempotencyKey: "same", from: b, now: t0)
+    #expect(hub.record(of: "a")?.revision == 1)
+    #expect(hub.record(of: "b")?.revision == 1)
+    _ = answers(hub, a, now: t0)
+    hub.submit(
+      .start(.seconds(61), finishedLabel: nil), idempotencyKey: "same", from: a, now: t0 + 1)
+    hub.submit(.pause, idempotencyKey: "same", from: a, now: t0 + 2)
+    let refused = answers(hub, a, now: t0 + 2)
+    #expect(refused.count == 2)
+    #expect(refused.allSatisfy { $0.contains(#""code":"bad_request""#) })
+    #expect(hub.record(of: "a")?.phase == .running)
+    #expect(hub.record(of: "a")?.revision == 1)
+  }
+
+  /// A rules refusal is remembered: the retry is refused the same way after the state changed.
+  @Test func refusalIsRemembered() {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    hub.submit(.cancel, idempotencyKey: "c", from: id, now: t0)
+    let first = answers(hub, id, now: t0)
+    #expect(first.first?.contains(#""code":"not_running""#) == true)
+    hub.submit(.start(.seconds(60), finishedLabel: nil), idempotencyKey: nil, from: id, now: t0 + 1)
+    _ = answers(hub, id, now: t0 + 1)
+    hub.submit(.cancel, idempotencyKey: "c", from: id, now: t0 + 2)
+    #expect(answers(hub, id, now: t0 + 2) == first)
+    #expect(hub.record(of: "s")?.phase == .running)
+  }
+
+  /// A key outside 1–255 printable ASCII is refused by the core too, and applies nothing.
+  @Test func badKeysAreRefused() {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    let bad = [
+      "", String(repeating: "k", count: 256), String(repeating: "k", count: 4096), "a\u{0}b",
+      "tab\there", "del\u{7F}", "é", "new\nline", "\u{1F600}",
+    ]
+    for (index, key) in bad.enumerated() {
+      let now = t0 + Int64(index)
+      hub.submit(.start(.seconds(60), finishedLabel: nil), idempotencyKey: key, from: id, now: now)
+      #expect(
+        answers(hub, id, now: now).first?.contains(#""code":"bad_request""#) == true,
+        "\(key.debugDescription)")
+    }
+    #expect(hub.record(of: "s")?.revision == 0)
+    #expect(IdempotencyKey.isValid(String(repeating: "~", count: 255)))
+    #expect(IdempotencyKey.isValid("!"))
+    #expect(!IdempotencyKey.isValid(" "))
+    #expect(!IdempotencyKey.isValid("a b"))
+  }
+
+  /// With a store that completes later, a retry sent while the first is in flight waits and is replayed: one write, the same bytes.
+  @Test func concurrentRetryAppliesOnce() {
+    let store = HoldingStore()
+    let hub = Hub(config: HubConfig(), sequencer: LocalSequencer(store: store))
+    let id = viewer(hub, now: t0)
+    let start = SessionCommand.start(.seconds(30), finishedLabel: "Go")
+    hub.submit(start, idempotencyKey: "twice", from: id, now: t0)
+    hub.submit(start, idempotencyKey: "twice", from: id, now: t0 + 1)
+    #expect(store.waiting == 1)
+    #expect(answers(hub, id, now: t0 + 1).isEmpty)
+    store.complete(hub, now: t0 + 20)
+    let both = answers(hub, id, now: t0 + 20)
+    #expect(both.count == 2)
+    #expect(both.first == both.last)
+    #expect(store.remembered.count == 1)
+    #expect(store.waiting == 0)
+    #expect(hub.record(of: "s")?.revision == 1)
+  }
+
+  /// The answer is written with the record in one write; a write that failed is forgotten, so the retry applies.
+  @Test func failedWriteIsNotRemembered() throws {
+    let store = HoldingStore()
+    let sequencer = LocalSequencer(store: store)
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    let id = viewer(hub, now: t0)
+    hub.submit(.start(.seconds(30), finishedLabel: nil), idempotencyKey: "k", from: id, now: t0)
+    store.complete(hub, failing: true, now: t0 + 5)
+    #expect(answers(hub, id, now: t0 + 5).first?.contains(#""code":"unavailable""#) == true)
+    #expect(sequencer.answers.count == 0)
+    hub.submit(
+      .start(.seconds(30), finishedLabel: nil), idempotencyKey: "k", from: id, now: t0 + 10)
+    #expect(store.writes.count == 2)
+    guard case .remember(let entry, _, _) = try #require(store.writes.last) else {
+      Issue.record("not a remember write")
+      return
+    }
+    #expect(entry.answer.record?.revision == 1)
+    #expect(entry.fingerprint == "start seconds 30 ")
+    store.complete(hub, now: t0 + 15)
+    #expect(answers(hub, id, now: t0 + 15).first?.hasPrefix(#"{"type":"ack""#) == true)
+    #expect(sequencer.answers.count == 1)
+    #expect(hub.record(of: "s")?.revision == 1)
+  }
+
+  /// A day on, the key is forgotten and a retry is a new command.
+  @Test func keysLastADay() {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    hub.submit(.cancel, idempotencyKey: "d", from: id, now: t0)
+    _ = answers(hub, id, now: t0)
+    hub.submit(.start(.seconds(5), finishedLabel: nil), idempotencyKey: "d2", from: id, now: t0)
+    _ = answers(hub, id, now: t0)
+    let late = t0 + IdempotencyKey.keepMs
+    hub.advance(now: late)
+    hub.submit(.start(.seconds(5), finishedLabel: nil), idempotencyKey: "d2", from: id, now: late)
+    #expect(answers(hub, id, now: late).first?.contains(#""endsAt":\#(late + 5000)"#) == true)
+    #expect(hub.record(of: "s")?.revision == 2)
+  }
+
+  /// The cache keeps at most `perSession` keys per session and `total` in all, dropping the oldest, and prunes by age.
+  @Test func cacheIsBounded() {
+    var cache = IdempotencyCache(perSession: 2, total: 3)
+    func entry(_ session: String, _ key: String, at: Int64) -> IdempotencyEntry {
+      IdempotencyEntry(
+        session: session, key: key, fingerprint: "cancel", answer: .rejected(.notRunning), at: at)
+    }
+    cache.insert(entry("a", "1", at: t0), now: t0)
+    cache.insert(entry("a", "2", at: t0 + 1), now: t0 + 1)
+    cache.insert(entry("a", "3", at: t0 + 2), now: t0 + 2)
+    #expect(cache.lookup(session: "a", key: "1", now: t0 + 2) == nil)
+    #expect(cache.lookup(session: "a", key: "3", now: t0 + 2) != nil)
+    cache.insert(entry("b", "1", at: t0 + 3), now: t0 + 3)
+    cache.insert(entry("c", "1", at: t0 + 4), now: t0 + 4)
+    #expect(cache.count == 3)
+    #expect(cache.lookup(session: "a", key: "2", now: t0 + 4) == nil)
+    #expect(cache.evicted == 2)
+    // Past a day an entry reads as absent, and the next insert drops it.
+    let late = t0 + 3 + IdempotencyKey.keepMs
+    #expect(cache.lookup(session: "b", key: "1", now: late) == nil)
+    #expect(cache.lookup(session: "c", key: "1", now: late) != nil)
+    cache.insert(entry("d", "1", at: late), now: late)
+    #expect(cache.count == 2)
+    #expect(cache.evicted == 2)
+    for n in 0..<5000 {
+      cache.insert(entry("e", String(n), at: late + Int64(n)), now: late + Int64(n))
+    }
+    #expect(cache.count == 3)
+    #expect(cache.lookup(session: "e", key: "4999", now: late + 5000) != nil)
+    #expect(cache.lookup(session: "e", key: "4997", now: late + 5000) == nil)
+  }
+
+  /// A stored entry is input: each field out of range names its damage.
+  @Test func entryDamage() {
+    let good = IdempotencyEntry(
+      session: "s", key: "k", fingerprint: "start seconds 5 ",
+      answer: .applied(SessionRecord(revision: 1)),
+      at: t0)
+    #expect(good.damage == nil)
+    var bad = good
+    bad.session = "no/slash"
+    #expect(bad.damage != nil)
+    bad = good
+    bad.key = String(repeating: "k", count: 256)
+    #expect(bad.damage != nil)
+    bad = good
+    bad.fingerprint = "launch now"
+    #expect(bad.damage != nil)
+    for at in [Int64.min, -1, Int64.max, 253_402_300_800_000] {
+      bad = good
+      bad.at = at
+      #expect(bad.damage != nil, "at \(at)")
+    }
+    bad = good
+    bad.answer = .rejected(.unavailable)
+    #expect(bad.damage != nil)
+    bad = good
+    bad.answer = .applied(SessionRecord(duration: -1))
+    #expect(bad.damage != nil)
+  }
+
+  /// The answer is a pure function of what is remembered: the same entry renders the same bytes in another hub.
+  @Test func answerIsPure() {
+    let record = SessionRecord(
+      .running(endsAt: t0 + 90_500), duration: 91, finishedLabel: "Done", seq: 7, revision: 3,
+      updatedAt: t0)
+    let one = Hub(config: HubConfig()).requestAnswer(.applied(record))
+    let two = Hub(config: HubConfig()).requestAnswer(.applied(record))
+    #expect(one == two)
+    let text = String(decoding: one, as: UTF8.self)
+    #expect(
+      text
+        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
+    )
+  }
+}
+
+extension IdempotentAnswer {
+  var record: SessionRecord? {
+    if case .applied(let record) = self { return record }
+    return nil
+  }
+}
+
+extension IdempotencyTests {
+  /// A keyed wait is replayed as waiting even after done; a keyed done refused with not_waiting stays refused after a wait.
+  @Test func waitingOpsAreRemembered() {
+    let hub = Hub(config: HubConfig())
+    let id = viewer(hub, now: t0)
+    let wait = SessionCommand.wait(label: "Deploying", timeoutSeconds: 900, timeoutLabel: nil)
+    hub.submit(wait, idempotencyKey: "w", from: id, now: t0)
+    let first = answers(hub, id, now: t0)
+    #expect(first.first?.contains(#""phase":"waiting""#) == true)
+    hub.submit(.done(label: "Deployed"), idempotencyKey: "d", from: id, now: t0 + 1)
+    _ = answers(hub, id, now: t0 + 1)
+    hub.submit(wait, idempotencyKey: "w", from: id, now: t0 + 2)
+    #expect(answers(hub, id, now: t0 + 2) == first)
+    #expect(hub.record(of: "s")?.phase == .finished)
+    hub.submit(.fail(label: nil), idempotencyKey: "f", from: id, now: t0 + 3)
+    let refused = answers(hub, id, now: t0 + 3)
+    #expect(refused.first?.contains(#""code":"not_waiting""#) == true)
+    hub.submit(wait, idempotencyKey: nil, from: id, now: t0 + 4)
+    _ = answers(hub, id, now: t0 + 4)
+    hub.submit(.fail(label: nil), idempotencyKey: "f", from: id, now: t0 + 5)
+    #expect(answers(hub, id, now: t0 + 5) == refused)
+    #expect(hub.record(of: "s")?.phase == .waiting)
+    // Another wait under the key of the first is another command.
+    hub.submit(
+      .wait(label: "Deploying", timeoutSeconds: 901, timeoutLabel: nil), idempotencyKey: "w",
+      from: id, now: t0 + 6)
+    #expect(answers(hub, id, now: t0 + 6).first?.contains(#""code":"bad_request""#) == true)
+  }
+}
