@@ -32,6 +32,7 @@ const SNAPSHOT_TIMEOUT_MS = 10_000; // an open socket with no snapshot by then i
 const PONG_TIMEOUT_MS = 5000; // an unanswered ping means the link is dead
 const PING_BURST = 5; // pings per burst on each new connection
 const PING_GAP_MS = 150; // between the pings of a burst
+const PING_RETRY_MS = 1000; // after a rate_limited that may have been a ping's
 const RESYNC_MS = 60_000; // a short burst this often keeps the offset fresh and the link checked
 const RESYNC_PINGS = 3;
 
@@ -286,6 +287,7 @@ export class SessionSocket {
         // too_many_sessions just before a 1013 close). An id we no longer
         // wait for is not the user's business.
         if (msg.id != null && !this.#settle(msg.id)) return;
+        if (msg.id == null) this.#pingMayBeRefused();
         break;
       default:
         return; // unknown types are for newer pages; ignore
@@ -347,6 +349,22 @@ export class SessionSocket {
     // The server answers pings at once; silence means a dead link that TCP has
     // not noticed yet (a sleeping laptop, a dropped Wi-Fi).
     this.#ping = { t: t0, timer: setTimeout(() => this.#drop(), PONG_TIMEOUT_MS) };
+  }
+
+  /**
+   * The server refused a message of ours without naming it (an error with no
+   * id: rate_limited, refused before the message is read), so the ping in
+   * flight may be the one refused: its pong would never come, and
+   * waiting it out would drop a link the refusal itself proves alive (racing
+   * the server's own 1008 when a page floods). Ask again once the bucket has
+   * had time to refill, so the burst's clock samples still come.
+   */
+  #pingMayBeRefused() {
+    if (!this.#ping) return;
+    clearTimeout(this.#ping.timer);
+    this.#ping = null;
+    this.#pingsLeft += 1;
+    this.#pingGapTimer = setTimeout(() => this.#sendPing(), PING_RETRY_MS);
   }
 
   #onPong(msg, at) {

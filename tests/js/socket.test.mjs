@@ -155,6 +155,32 @@ test("a socket that never sends its snapshot, or a ping never answered, is dropp
   assert.equal(link.conn, "reconnecting");
 });
 
+test("a ping refused for the rate keeps the link, and is asked again once the bucket refills", (t) => {
+  const { link, sock, tick } = harness(t);
+  link.connect();
+  sock().open();
+  sock().receive({ type: "snapshot", epoch: "e1", seq: 1, state: { phase: "idle" } });
+  const pings = () => sock().sent.filter((m) => m.op === "ping");
+  assert.equal(pings().length, 1);
+  sock().receive({ type: "error", code: "rate_limited" }); // a flood: the ping may be what was refused
+  tick(999);
+  assert.equal(pings().length, 1, "not asked again into a bucket still empty");
+  tick(1);
+  assert.equal(pings().length, 2, "asked again");
+  tick(4999);
+  sock().receive({ type: "error", code: "rate_limited" });
+  tick(1000);
+  assert.equal(sock().closedWith, null, "a link that answers, if only with rate_limited, is not dropped");
+  assert.equal(link.conn, "live");
+  assert.equal(pings().length, 3);
+  sock().receive({ type: "pong", t: pings().at(-1).t, serverTime: 1_000_000 });
+  assert.equal(link.samples.length, 1, "the asked-again ping's pong is a clock sample");
+  tick(150);
+  assert.equal(pings().length, 4, "and the burst goes on");
+  tick(5000); // silence still means a dead link
+  assert.deepEqual(sock().closedWith, [4000, "client gave up"]);
+});
+
 test("a new epoch drops the old server's state and clock, and says when it took a run with it", (t) => {
   const { link, calls, sock, tick } = harness(t);
   link.connect();
