@@ -22,7 +22,6 @@ struct APIRequest: Equatable {
   var origin: String?
   var host: String?
   var idempotencyKey: String?
-  var lastEventID: String?
 
   static let prefix = "/api/v1"
 }
@@ -304,7 +303,8 @@ struct APIResponse: Equatable {
   static let reasons: [UInt32: String] = [
     200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
     404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
-    413: "Content Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests",
+    413: "Content Too Large", 415: "Unsupported Media Type", 426: "Upgrade Required",
+    429: "Too Many Requests",
     500: "Internal Server Error", 503: "Service Unavailable",
   ]
 

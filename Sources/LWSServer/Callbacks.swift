@@ -213,8 +213,7 @@ private func readAPIRequest(
     authorization: try header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, "authorization"),
     origin: try header(wsi, WSI_TOKEN_ORIGIN, "origin"),
     host: try header(wsi, WSI_TOKEN_HOST, "host"),
-    idempotencyKey: try customHeader(wsi, "idempotency-key:"),
-    lastEventID: try customHeader(wsi, "last-event-id:"))
+    idempotencyKey: try customHeader(wsi, "idempotency-key:"))
 }
 
 /// Does what the API asks: an answer written whole ends the transaction
@@ -404,7 +403,7 @@ private func confirmUpgrade(_ wsi: Wsi) -> Int32 {
 private func respond(
   _ wsi: Wsi, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
 ) -> Int32 {
-  let reason = refusalReasons[status] ?? "Refused"
+  let reason = APIResponse.reasons[status] ?? "Refused"
   let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
   let response =
     Array(
@@ -418,12 +417,6 @@ private func respond(
 private let securityHeaders =
   "content-security-policy: default-src 'none'\r\nx-content-type-options: nosniff\r\n"
   + "x-frame-options: deny\r\nreferrer-policy: no-referrer\r\n"
-
-private let refusalReasons: [UInt32: String] = [
-  400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-  426: "Upgrade Required", 429: "Too Many Requests",
-  503: "Service Unavailable",
-]
 
 /// Plain HTTP: lws serves the files itself; `/healthz` and misses reach us.
 func httpCallback(

@@ -31,9 +31,9 @@ enum APIStep {
   case readBody
   /// The answer comes later (`flush` queues it, then WRITEABLE writes it).
   case wait
-  /// `GET …/events`: the request (its `lastEventID`, `query`'s `since`,
-  /// `origin`) and the client's address, for the SSE stream to open.
-  case events(session: String, request: APIRequest, peer: String)
+  /// `GET …/events`: the SSE stream opens, reading the request's headers
+  /// itself (`openEventStream`), as a WebSocket upgrade's are read.
+  case events
 }
 
 extension CountdownServer {
@@ -45,9 +45,7 @@ extension CountdownServer {
 
   /// Headers every API answer carries: lws's security headers and, for an
   /// allowed origin, CORS.
-  func apiHeaders(_ origin: String?) -> [(String, String)] { extra(origin) }
-
-  private func extra(_ origin: String?) -> [(String, String)] {
+  func apiHeaders(_ origin: String?) -> [(String, String)] {
     cors.headers(origin: origin) + [
       ("content-security-policy", "default-src 'none'; frame-ancestors 'none'"),
       ("x-content-type-options", "nosniff"), ("x-frame-options", "deny"),
@@ -57,7 +55,7 @@ extension CountdownServer {
 
   /// A HEAD gets the GET's headers, its length included, without the body.
   private func write(_ response: APIResponse, _ request: APIRequest) -> APIStep {
-    var bytes = response.bytes(extra: extra(request.origin))
+    var bytes = response.bytes(extra: apiHeaders(request.origin))
     if request.method == .head { bytes.removeLast(response.body.count) }
     return .write(bytes, close: response.close)
   }
@@ -78,14 +76,14 @@ extension CountdownServer {
       let headers = cors.preflightHeaders(origin: request.origin, methods: methods)
       return .write(
         APIResponse(status: 204, body: [], headers: headers, close: bodyPending).bytes(
-          extra: extra(nil)), close: bodyPending)
+          extra: apiHeaders(nil)), close: bodyPending)
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
-    case .events(let session):
+    case .events:
       // A stream has no HEAD: its headers are the start of the stream.
       guard request.method == .get else { return refuse(.methodNotAllowed(allow: "GET")) }
-      return .events(session: session, request: request, peer: peer)
+      return .events
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
         return step
@@ -142,7 +140,7 @@ extension CountdownServer {
       }
       api.calls[wsi] = APICall(
         session: session, authority: authority, peer: peer, expected: length,
-        extraHeaders: extra(request.origin), idempotencyKey: idempotencyKey)
+        extraHeaders: apiHeaders(request.origin), idempotencyKey: idempotencyKey)
       if length == 0 { return apiBodyComplete(wsi) }
       return .readBody
     }
