@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// A Standard Webhooks signing secret: `whsec_` and the key in base64. The
 /// key is what signs; the text is never shown or logged.
 public struct WebhookSecret: Sendable, Equatable {
@@ -14,6 +18,7 @@ public struct WebhookSecret: Sendable, Equatable {
     case badBase64
     case wrongLength(Int)
     case tooLong
+    case unreadable(String)
 
     public var description: String {
       switch self {
@@ -24,6 +29,7 @@ public struct WebhookSecret: Sendable, Equatable {
       case .wrongLength(let count):
         "the secret's key is \(count) bytes; it must be \(keyBytes.lowerBound) to \(keyBytes.upperBound)"
       case .tooLong: "the secret's key is longer than \(keyBytes.upperBound) bytes"
+      case .unreadable(let reason): reason
       }
     }
   }
@@ -45,5 +51,30 @@ public struct WebhookSecret: Sendable, Equatable {
     guard let key = Base64.decode(encoded) else { throw .badBase64 }
     guard Self.keyBytes.contains(key.count) else { throw .wrongLength(key.count) }
     self.key = key
+  }
+
+  /// The secret in a file (`--webhook-secret-file`), so it is never on a
+  /// command line where `ps` shows it. Errors say what is wrong, never the
+  /// content; the caller names the path.
+  public init(file path: String) throws(ParseError) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+      throw .unreadable("cannot be read: \(String(cString: strerror(errno)))")
+    }
+    defer { close(fd) }
+    // Far past any secret: a larger file is not one.
+    let limit = 4096
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 1024)
+    while true {
+      let count = read(fd, &buffer, buffer.count)
+      if count < 0 && errno == EINTR { continue }
+      guard count >= 0 else { throw .unreadable("cannot be read") }
+      if count == 0 { break }
+      bytes += buffer[0..<count]
+      guard bytes.count <= limit else { throw .unreadable("it is over \(limit) bytes") }
+    }
+    guard let text = String(validating: bytes, as: UTF8.self) else { throw .badBase64 }
+    try self.init(parsing: text)
   }
 }
