@@ -174,23 +174,29 @@ struct OutboxBook: Sendable {
   ) throws(StoreError) -> ([OutboxEntry], [(handle: Int64, reason: String)]) {
     try flush(database)
     guard limit > 0 else { return ([], []) }
-    // Rows handed out or damaged still match the query: read past them.
     let wanted = min(limit, Self.maxTake)
-    let scan = wanted + handedOut.count + damaged.count
     var entries: [OutboxEntry] = []
     var found: [(handle: Int64, reason: String)] = []
-    try database.statements.selectDue.query([.integer(now), .integer(Int64(scan))]) { row in
-      let handle = row.integer(0)
-      guard entries.count < wanted, !handedOut.contains(handle), !damaged.contains(handle)
-      else { return }
-      do throws(Database.RowDamage) {
-        entries.append(try OutboxStatements.decode(row))
-      } catch {
-        found.append((handle, error.reason))
+    // Rows handed out or damaged still match the query: read past them,
+    // again while damaged rows took the places of good ones.
+    while entries.count < wanted {
+      let scan = wanted + handedOut.count + damaged.count
+      var rows = 0
+      try database.statements.selectDue.query([.integer(now), .integer(Int64(scan))]) { row in
+        rows += 1
+        let handle = row.integer(0)
+        guard entries.count < wanted, !handedOut.contains(handle), !damaged.contains(handle)
+        else { return }
+        do throws(Database.RowDamage) {
+          entries.append(try OutboxStatements.decode(row))
+          handedOut.insert(handle)
+        } catch {
+          found.append((handle, error.reason))
+          damaged.insert(handle)
+        }
       }
+      if rows < scan { break }
     }
-    for entry in entries { if let row = Int64(entry.handle) { handedOut.insert(row) } }
-    for (handle, _) in found { damaged.insert(handle) }
     return (entries, found)
   }
 
@@ -250,16 +256,23 @@ extension SQLiteStore: WebhookOutbox {
   /// Stores what the delivery side settled since its last `take`, and
   /// closes its connection. `close` calls it, after the deliverer stopped.
   func closeOutbox() {
+    let pending = outbox.withLock { !$0.closed && $0.book.hasWrites }
+    if pending {
+      flushOnClose()
+    }
+    outbox.withLock { state in
+      state.closed = true
+      state.database = nil
+    }
+  }
+
+  private func flushOnClose() {
     do throws(StoreError) {
       try withOutbox { book, database throws(StoreError) in try book.flush(database) }
     } catch {
       // Not lost: the rows stay, and the next run delivers them again.
       Logger.shared.warn(
         "webhook_outbox_not_flushed", ["path": LogValue(path), "error": LogValue(error.message)])
-    }
-    outbox.withLock { state in
-      state.closed = true
-      state.database = nil
     }
   }
 
