@@ -326,6 +326,8 @@ final class App {
     let clock = sessions.clock
     let deliverer = WebhookDeliverer(
       settings: settings, outbox: outbox, clock: { clock.nowMilliseconds() }, log: log)
+    // The writer thread wakes it after each commit that recorded an event.
+    sessions.store?.onEventsRecorded = { deliverer.wake() }
     server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
     log.info(
       "webhooks_on",
@@ -339,7 +341,8 @@ final class App {
   /// Where events wait for delivery: the SQLite store's outbox table, or the
   /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
   private func makeOutbox(_ sessions: Sessions) -> (any WebhookOutbox)? {
-    nil
+    if let store = sessions.store { return store }
+    return nil
   }
 
   private func registerMetrics(on server: CountdownServer, hub: Hub) {

@@ -134,6 +134,8 @@ struct Options {
         message: "--redis needs --event-loop libev: hiredis runs on the server's libev loop")
     }
     try options.checkWebhooks()
+    // Events are recorded with their changes only when something delivers them.
+    options.hub.recordsEvents = options.webhook.enabled
     return printConfig ? .printConfig(options) : .run(options)
   }
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 
-from serverproc import PUBLIC_DIR, server_binary
+from cdclient import Client, run_async
+from opskit import scrape, value, wait_log, wait_scrape
+from serverproc import PUBLIC_DIR, server_binary, start_server
+# The SQLite outbox's tests' receiver: every request verified with PyPI's standardwebhooks.
+from test_webhooks_store import SECRET as STORE_SECRET, Receiver, of
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 URL = "http://127.0.0.1:9/hook"
@@ -125,3 +130,138 @@ def test_webhook_flags_come_from_the_environment(secret_file: Path):
     res = run_cli("--print-config", "--webhook", URL, env=env)
     out = res.stdout.decode()
     assert URL in out and "/env" not in out
+
+
+# -- Delivery, end to end: a real outbox (SQLite), a receiver on a loopback port ----------
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def webhook_server(tmp_path: Path, *urls: str, extra: tuple[str, ...] = ()):
+    secret_file = tmp_path / "hook-secret"
+    secret_file.write_text(STORE_SECRET + "\n")
+    args = ["--data", str(tmp_path / "countdown.db"), "--webhook-secret-file", str(secret_file),
+            "--test-webhook-backoff-ms", "50", "--log-format", "json"]
+    for url in urls:
+        args += ["--webhook", url]
+    return start_server(*args, *extra)
+
+
+def sid() -> str:
+    return "h" + uuid.uuid4().hex[:16]
+
+
+@run_async
+async def test_a_receiver_answering_500_twice_gets_the_event_on_the_third_try(tmp_path, receiver):
+    """Two 500s, then a 200: three signed tries of one event under one webhook-id (each
+    verified by standardwebhooks), settled on the third, and counted in /metrics."""
+    session = sid()
+    tries: dict[str, int] = {}
+
+    def answer(event):
+        tries[event["id"]] = tries.get(event["id"], 0) + 1
+        return 500 if tries[event["id"]] <= 2 else 200
+
+    receiver.answer = answer
+    srv = webhook_server(tmp_path, receiver.url)
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        events = receiver.wait_for(lambda ev: of(ev, session, "session.started", 200), "the third try")
+        started = of(events, session, "session.started")
+        assert [e["status"] for e in started] == [500, 500, 200]
+        assert len({e["id"] for e in started}) == 1
+        assert all(e["body"] == started[0]["body"] for e in started)
+        body = started[0]["body"]
+        assert body["data"]["session"] == session and isinstance(body["data"]["seq"], int)
+        assert body["data"]["state"]["phase"] == "running"
+        samples = wait_scrape(srv.host, srv.port, lambda m: value(
+            m, "countdown_webhook_deliveries_total", result="delivered") >= 1, what="delivered 1")
+        assert value(samples, "countdown_webhook_deliveries_total", result="retried") == 2
+        assert value(samples, "countdown_webhook_deliveries_total", result="dead") == 0
+        assert value(samples, "countdown_webhook_delivery_seconds_count") == 1
+        await c.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_each_op_reports_its_event_in_order(tmp_path, receiver):
+    """start, pause, resume, adjust, cancel, wait and done each send their own type, with
+    the session's seq rising and `outcome` on the finish."""
+    session = sid()
+    srv = webhook_server(tmp_path, receiver.url)
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        for command in [{"op": "start", "seconds": 60}, {"op": "pause"}, {"op": "resume"},
+                        {"op": "adjust", "seconds": 30}, {"op": "cancel"}, {"op": "wait", "label": "Build"},
+                        {"op": "done", "label": "Built"}]:
+            await c.command(command)
+        events = receiver.wait_for(lambda ev: of(ev, session, "session.finished"), "the finish")
+        mine = sorted((e for e in events if e["body"]["data"]["session"] == session),
+                      key=lambda e: e["body"]["data"]["seq"])
+        assert [e["body"]["type"] for e in mine] == [
+            "session.started", "session.paused", "session.resumed", "session.adjusted",
+            "session.cancelled", "session.waiting", "session.finished"]
+        assert len({e["id"] for e in mine}) == 7
+        assert mine[-1]["body"]["data"]["outcome"] == "done"
+        assert mine[-1]["body"]["data"]["state"]["label"] == "Built"
+        await c.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_every_url_gets_the_events_the_filter_lets_through(tmp_path, receiver):
+    """Two --webhook URLs each get every cancelled and finished event, and no other type:
+    --webhook-events filters at delivery."""
+    other = Receiver()
+    session = sid()
+    srv = webhook_server(tmp_path, receiver.url, other.url,
+                         extra=("--webhook-events", "session.cancelled,session.finished"))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        for command in [{"op": "start", "seconds": 60}, {"op": "pause"}, {"op": "cancel"},
+                        {"op": "wait"}, {"op": "fail", "label": "Broke"}]:
+            await c.command(command)
+        for r in (receiver, other):
+            r.wait_for(lambda ev: of(ev, session, "session.finished"), "the finish")
+        # Entries are taken oldest first, so once nothing is held every earlier one is settled.
+        wait_scrape(srv.host, srv.port, lambda m: value(m, "countdown_webhook_events_queued") == 0,
+                    what="nothing queued")
+        for r in (receiver, other):
+            types = [e["body"]["type"] for e in r.events if e["body"]["data"]["session"] == session]
+            assert sorted(types) == ["session.cancelled", "session.finished"], types
+        await c.close()
+    finally:
+        srv.stop_and_check()
+        other.close()
+
+
+@run_async
+async def test_an_event_no_try_delivers_is_dead_after_the_window(tmp_path, receiver):
+    """A receiver that always answers 503, with --webhook-retry-for 1: the event is tried
+    more than once, then given up with a webhook_dead line naming it, and counted."""
+    session = sid()
+    receiver.answer = lambda event: 503
+    srv = webhook_server(tmp_path, receiver.url, extra=("--webhook-retry-for", "1"))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        line = wait_log(srv, lambda l: l["event"] == "webhook_dead", timeout=10, what="webhook_dead")
+        tried = of(receiver.events, session, "session.started")
+        assert len(tried) >= 2 and all(e["status"] == 503 for e in tried)
+        assert line["id"] == tried[0]["id"] and line["session"] == session
+        assert line["type"] == "session.started" and line["last"] == "HTTP 503"
+        assert line["attempts"] == len(tried) and line["level"] == "warn"
+        samples = scrape(srv.host, srv.port)
+        assert value(samples, "countdown_webhook_deliveries_total", result="dead") == 1
+        assert value(samples, "countdown_webhook_deliveries_total", result="delivered") == 0
+        await c.close()
+    finally:
+        srv.stop_and_check()
