@@ -4,6 +4,10 @@ import Dispatch
 import Observability
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// What the deliverer has done, for `/metrics`: read from any thread.
 public struct DeliveryStats: Sendable, Equatable {
   /// Entries the deliverer holds now: being sent, or waiting for a retry.
@@ -54,7 +58,10 @@ public final class WebhookDeliverer: Sendable {
     }
   }
 
-  private let loop: DeliveryLoop
+  private let settings: Settings
+  private let clock: @Sendable () -> Int64
+  private let log: Logger
+  private let jitter: @Sendable () -> Double
   private let shared: DeliveryShared
   private let finished = DispatchSemaphore(value: 0)
   private let state = Mutex(Phase.idle)
@@ -64,13 +71,16 @@ public final class WebhookDeliverer: Sendable {
   /// `clock` is epoch ms on the clock the changes were stamped with;
   /// `jitter` draws in [0, 1) for the backoff.
   public init(
-    settings: Settings, outbox: any WebhookOutbox, clock: @escaping @Sendable () -> Int64,
-    log: Logger, jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    settings: Settings, outbox: sending any WebhookOutbox,
+    clock: @escaping @Sendable () -> Int64, log: Logger,
+    jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
   ) {
     precondition(cdc_global_init() == CURLE_OK, "libcurl could not initialise")
-    shared = DeliveryShared()
-    loop = DeliveryLoop(
-      settings: settings, outbox: outbox, clock: clock, log: log, jitter: jitter, shared: shared)
+    self.settings = settings
+    self.clock = clock
+    self.log = log
+    self.jitter = jitter
+    shared = DeliveryShared(outbox: outbox)
   }
 
   /// Starts the delivery thread. Call once.
@@ -81,10 +91,15 @@ public final class WebhookDeliverer: Sendable {
       return true
     }
     guard starting else { return }
-    let loop = loop
+    let (settings, clock, log, jitter, shared) = (settings, clock, log, jitter, shared)
     let finished = finished
     DispatchQueue(label: "webhook-delivery").async {
-      loop.run()
+      if let outbox = shared.outbox.withLock({ $0.take() }) {
+        DeliveryLoop(
+          settings: settings, outbox: outbox, clock: clock, log: log, jitter: jitter,
+          shared: shared
+        ).run()
+      }
       finished.signal()
     }
   }
@@ -93,7 +108,7 @@ public final class WebhookDeliverer: Sendable {
   /// after an event is committed. Any thread; cheap.
   public func wake() {
     shared.wakeRequested.store(true, ordering: .releasing)
-    shared.multi.wakeUp()
+    shared.wakeUp()
   }
 
   /// Stops taking, drops the transfers under way (their entries stay in the
@@ -104,7 +119,7 @@ public final class WebhookDeliverer: Sendable {
       return phase == .running
     }
     shared.stopping.store(true, ordering: .releasing)
-    shared.multi.wakeUp()
+    shared.wakeUp()
     if wasRunning { finished.wait() }
   }
 
@@ -113,41 +128,60 @@ public final class WebhookDeliverer: Sendable {
   deinit { stop() }
 }
 
-/// What the delivery thread shares with the others.
+/// What the delivery thread shares with the others: counters, flags, and a
+/// pipe that `curl_multi_poll` watches, so another thread can end its wait
+/// without touching the multi handle, which stays on the delivery thread.
 final class DeliveryShared: Sendable {
   let stats = Mutex(DeliveryStats())
   let stopping = Atomic(false)
   let wakeRequested = Atomic(false)
-  let multi = CurlMulti()
-}
+  /// Handed to the delivery thread when it starts, which alone uses it after.
+  let outbox: Mutex<(any WebhookOutbox)?>
+  /// The pipe's ends: the poll watches the first, a wake-up writes the second.
+  let wakeReader: Int32
+  let wakeWriter: Int32
 
-/// libcurl's multi handle. Only `curl_multi_wakeup` is called from other
-/// threads, which libcurl allows; every other call is on the delivery thread.
-final class CurlMulti: @unchecked Sendable {
-  let handle: UnsafeMutableRawPointer
-
-  init() {
-    guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed") }
-    self.handle = handle
+  init(outbox: sending any WebhookOutbox) {
+    self.outbox = Mutex(outbox)
+    var ends: [Int32] = [-1, -1]
+    precondition(pipe(&ends) == 0, "pipe failed: \(errno)")
+    for end in ends {
+      _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+      _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+    }
+    (wakeReader, wakeWriter) = (ends[0], ends[1])
   }
 
-  func wakeUp() { _ = curl_multi_wakeup(handle) }
+  /// A full pipe already holds a wake-up, so a failed write loses none.
+  func wakeUp() {
+    var byte: UInt8 = 1
+    _ = write(wakeWriter, &byte, 1)
+  }
 
-  deinit { curl_multi_cleanup(handle) }
+  /// Empties the pipe once the poll has seen it.
+  func drainWakeUps() {
+    var bytes = [UInt8](repeating: 0, count: 64)
+    while read(wakeReader, &bytes, bytes.count) > 0 {}
+  }
+
+  deinit {
+    close(wakeReader)
+    close(wakeWriter)
+  }
 }
 
-/// The delivery thread's own state: made on the caller's thread, then used
-/// by the delivery thread alone (`run`), hence unchecked.
-final class DeliveryLoop: @unchecked Sendable {
-  private let settings: DeliveryLoopSettings
+/// The delivery thread's own state, made on that thread and used there
+/// only: the multi handle, its transfers, and the entries held.
+final class DeliveryLoop {
+  private let settings: WebhookDeliverer.Settings
   private let outbox: any WebhookOutbox
   private let clock: @Sendable () -> Int64
   private let log: Logger
   private let jitter: @Sendable () -> Double
   private let shared: DeliveryShared
   private let signer: StandardWebhookSigner
+  private let multi: UnsafeMutableRawPointer
 
-  /// An entry being sent or waiting for its next try.
   private struct Held {
     var entry: OutboxEntry
     /// Endpoints (by index) that have not answered 2xx yet.
@@ -172,8 +206,6 @@ final class DeliveryLoop: @unchecked Sendable {
   private var nextTag = 1
   private var lastTake: Int64?
 
-  typealias DeliveryLoopSettings = WebhookDeliverer.Settings
-
   init(
     settings: WebhookDeliverer.Settings, outbox: any WebhookOutbox,
     clock: @escaping @Sendable () -> Int64, log: Logger,
@@ -186,10 +218,14 @@ final class DeliveryLoop: @unchecked Sendable {
     self.jitter = jitter
     self.shared = shared
     signer = StandardWebhookSigner(secret: settings.secret)
+    guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
+    self.multi = multi
   }
 
+  deinit { curl_multi_cleanup(multi) }
+
   func run() {
-    let multi = shared.multi.handle
+    var wakeUps = [curl_waitfd(fd: shared.wakeReader, events: Int16(CURL_WAIT_POLLIN), revents: 0)]
     while !shared.stopping.load(ordering: .acquiring) {
       var now = clock()
       takeIfDue(now: now)
@@ -203,8 +239,9 @@ final class DeliveryLoop: @unchecked Sendable {
         finish(done, result: result, now: now)
       }
       publishQueued()
-      var woken: Int32 = 0
-      _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeout(now: clock())), &woken)
+      wakeUps[0].revents = 0
+      _ = curl_multi_poll(multi, &wakeUps, 1, Int32(pollTimeout(now: clock())), nil)
+      if wakeUps[0].revents != 0 { shared.drainWakeUps() }
     }
     for tag in Array(transfers.keys) { drop(tag) }
     held = [:]
@@ -280,7 +317,7 @@ final class DeliveryLoop: @unchecked Sendable {
     let prepared = cdc_easy_prepare(
       easy, settings.endpoints[endpoint].url, event.body, event.body.count, headers, tag,
       settings.timeoutMs)
-    guard prepared == CURLE_OK, curl_multi_add_handle(shared.multi.handle, easy) == CURLM_OK
+    guard prepared == CURLE_OK, curl_multi_add_handle(multi, easy) == CURLM_OK
     else {
       curl_easy_cleanup(easy)
       curl_slist_free_all(headers)
@@ -310,7 +347,7 @@ final class DeliveryLoop: @unchecked Sendable {
 
   private func drop(_ tag: Int) {
     guard let transfer = transfers.removeValue(forKey: tag) else { return }
-    curl_multi_remove_handle(shared.multi.handle, transfer.easy)
+    curl_multi_remove_handle(multi, transfer.easy)
     curl_easy_cleanup(transfer.easy)
     curl_slist_free_all(transfer.headers)
   }

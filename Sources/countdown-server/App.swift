@@ -340,7 +340,7 @@ final class App {
 
   /// Where events wait for delivery: the SQLite store's outbox table, or the
   /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
-  private func makeOutbox(_ sessions: Sessions) -> (any WebhookOutbox)? {
+  private func makeOutbox(_ sessions: Sessions) -> sending (any WebhookOutbox)? {
     if let store = sessions.store { return store }
     return nil
   }
