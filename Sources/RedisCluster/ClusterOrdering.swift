@@ -85,7 +85,8 @@ final class ClusterOrdering {
       base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
       idempotencyKey: request.idempotencyKey, resolveWithinMs: settings.resolveWithinMs)
     let arguments = CommandCall.argv(
-      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce)
+      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce,
+      events: settings.recordsEvents)
     let sent = commands.send(arguments) { [weak self] result in
       self?.commandAnswered(lost, result)
     }
