@@ -13,6 +13,8 @@ final class ClusterOrdering {
   var emit: (ClusterEvent, Int64) -> Void = { _, _ in }
   /// Another instance made a new epoch: this one's sessions are another history.
   var onEpochConflict: (String) -> Void = { _ in }
+  /// A command applied with webhooks on: its event is in the stream now.
+  var onEventsRecorded: () -> Void = {}
   /// Whether commands can be ordered now (the change feed is live).
   var isLive: () -> Bool = { false }
 
@@ -116,6 +118,7 @@ final class ClusterOrdering {
         }
         outcome = .applied(record)
         sessions.took(session, revision: record.revision)
+        if settings.recordsEvents { onEventsRecorded() }
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
       case ("replayed", 3):

@@ -121,6 +121,9 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// Called after events reached the hub, so that the server pushes what
   /// changed: they come from hiredis's callbacks, outside lws's.
   public var onHubChanged: (() -> Void)?
+  /// A command applied with webhooks on, so its event is in the stream:
+  /// the deliverer can be woken (on the loop's thread; it must not block).
+  public var onEventsRecorded: (() -> Void)?
   /// Another instance has made a new epoch (Redis lost its data and an
   /// instance started anew): this instance's sessions are another history.
   public var onEpochConflict: ((_ clusterEpoch: String) -> Void)?
@@ -211,6 +214,7 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     presence.isLive = { [unowned feed] in feed.isLive }
     feed.keyHash = { [unowned self] in hub?.keyHash(ofSession: $0) }
     ordering.onEpochConflict = { [unowned self] in epochConflict($0) }
+    ordering.onEventsRecorded = { [unowned self] in onEventsRecorded?() }
     feed.onEpochConflict = { [unowned self] in epochConflict($0) }
     feed.onAnswering = { [unowned ordering] in ordering.resolveLostReplies() }
     feed.onCheck = { [unowned self] in measureClock(fresh: false) }

@@ -1,5 +1,6 @@
 import CountdownCore
 import Foundation
+import Libev
 import Testing
 
 @testable import RedisCluster
@@ -318,5 +319,47 @@ import Testing
         try StreamEvent.event(fields, config: Self.config).get()
       }
     }
+  }
+}
+
+/// The whole recording path: a viewer's command through a hub and its
+/// RedisSequencer lands in the stream as the event for the record the hub
+/// was acked with, and the sequencer says so (to wake the deliverer).
+@Suite(.serialized) struct WebhookSequencerTests {
+  /// With webhooks on, an acked start is the stream's one entry, and the
+  /// instance was told; with them off, an instance records nothing.
+  @Test func acknowledgedCommandIsInTheStream() throws {
+    let redis = try RedisProcess()
+    let loop = LibevLoop()
+    let epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
+    let on = Instance(redis, loop: loop, epoch: epoch, recordsEvents: true)
+    let off = Instance(redis, loop: loop, epoch: epoch)
+    var told = 0
+    on.sequencer.onEventsRecorded = { told += 1 }
+    waitFor(loop, "both connected") { on.sequencer.isConnected && off.sequencer.isConnected }
+    var quiet = Viewer(off.hub, "quiet")
+    var viewer = Viewer(on.hub, "loud")
+    waitFor(loop, "both snapshots") {
+      quiet.read(off.hub)
+      viewer.read(on.hub)
+      return quiet.hasSnapshot && viewer.hasSnapshot
+    }
+    quiet.send(off.hub, #"{"op":"start","seconds":60,"id":1}"#)
+    viewer.send(on.hub, #"{"op":"start","seconds":60,"id":2}"#)
+    waitFor(loop, "both acks") {
+      quiet.read(off.hub)
+      viewer.read(on.hub)
+      return quiet.reply(1) != nil && viewer.reply(2) != nil
+    }
+    #expect(told == 1)
+    let settings = StreamOutbox.Settings(address: redis.address, consumer: "c")
+    let outbox = StreamOutbox(settings: settings, config: WebhookStreamTests.config)
+    let entries = try outbox.take(limit: 10, now: now())
+    #expect(entries.map(\.event.type) == [.started])
+    #expect(entries.map(\.event.session) == ["loud"])
+    let body = try JSONSerialization.jsonObject(with: Data(entries[0].event.body)) as? [String: Any]
+    let state = (body?["data"] as? [String: Any])?["state"] as? [String: Any]
+    #expect(state?["endsAt"] as? Int64 == viewer.state["endsAt"] as? Int64)
+    #expect(state?["phase"] as? String == "running")
   }
 }
