@@ -211,7 +211,14 @@ public final class StreamOutbox: WebhookOutbox {
       self.redis = redis
     }
     do {
-      return try body(redis)
+      do {
+        return try body(redis)
+      } catch let error as RedisError where error.message.hasPrefix("NOGROUP") {
+        // The stream went (Redis lost its data, or someone deleted it):
+        // the group is made anew, and the call made once more.
+        try Self.makeGroup(redis)
+        return try body(redis)
+      }
     } catch let error as RedisError where error.kind != .reply {
       self.redis = nil
       throw error

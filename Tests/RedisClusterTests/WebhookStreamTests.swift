@@ -251,6 +251,27 @@ import Testing
     #expect(claimed.first?.handle == held.handle)
   }
 
+  /// A Redis that goes away fails the call (the deliverer tries again at
+  /// its next poll); once it is back the outbox connects anew, makes its
+  /// group again, and hands out what was recorded since.
+  @Test func outboxReconnectsAfterRedisRestarts() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "a")
+    #expect(try outbox.take(limit: 10, now: now()) == [])
+    redis.stop()
+    #expect(throws: RedisError.self) { try outbox.take(limit: 10, now: now()) }
+    try redis.start()
+    let fresh = try redis.blocking()
+    try fresh.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    try Self.command(fresh, "back", .start(.seconds(60), finishedLabel: nil))
+    #expect(try outbox.take(limit: 10, now: now()).map(\.event.session) == ["back"])
+    // The stream deleted under a live connection: the group is made again.
+    try fresh.command(["DEL", RedisSequencer.eventsKey])
+    try Self.command(fresh, "again", .start(.seconds(60), finishedLabel: nil))
+    #expect(try outbox.take(limit: 10, now: now()).map(\.event.session) == ["again"])
+    withExtendedLifetime(client) {}
+  }
+
   /// Entries that are no event (written by hand, damaged, out of range)
   /// are settled and counted, and the good one beside them is handed out.
   @Test func damagedEntriesAreDropped() throws {

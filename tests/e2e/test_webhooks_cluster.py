@@ -21,7 +21,7 @@ from standardwebhooks import Webhook
 
 from apikit import command
 from serverproc import start_server
-from test_cluster import REDIS_SERVER, Redis
+from test_cluster import REDIS_SERVER, Redis, redis  # noqa: F401 (redis: a fixture)
 
 pytestmark = pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason="redis-server is not installed")
 
@@ -88,13 +88,6 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def redis():
-    r = Redis()
-    yield r
-    r.stop()
 
 
 @pytest.fixture
