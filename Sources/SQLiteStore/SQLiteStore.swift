@@ -45,6 +45,8 @@ public final class SQLiteStore: SessionStore, Sendable {
   public let sync: SyncMode
   let database: Guarded<Database?>
   let queue: Guarded<WriteQueue>
+  /// The webhook outbox's delivery side (`SQLiteStore+Outbox.swift`).
+  let outbox = Guarded(OutboxState())
   private let writer: Guarded<JoinableThread?>
   /// Held from open to close: no second server uses the file meanwhile.
   private let claim: Guarded<LockFile?>
@@ -198,6 +200,7 @@ public final class SQLiteStore: SessionStore, Sendable {
   /// handler touches (an lws context to wake) must still exist. Never call it
   /// from `onCompleted`: the writer would wait for itself.
   public func close() {
+    closeOutbox()
     queue.update { $0.stopping = true }
     let thread = writer.withLock { thread in
       defer { thread = nil }
@@ -252,13 +255,14 @@ public final class SQLiteStore: SessionStore, Sendable {
         let completions = writes.compactMap {
           $0.completion(failure: failure.map(Self.outcomeMessage))
         }
-        let handler = queue.withLock { queue in
+        let (handler, recorded) = queue.withLock { queue in
           queue.stats.record(
             batch: writes.count, ticketed: completions.count, kept: kept.count, elapsed: elapsed,
             failure: failure)
-          return queue.onCompleted
+          return (queue.onCompleted, queue.onEventsRecorded)
         }
         if !completions.isEmpty { handler?(completions) }
+        if failure == nil, writes.contains(where: \.recordsEvents) { recorded?() }
       }
       // Writes are refused once `stopping` is set, so this batch was the last.
       if stopping { return }
@@ -292,6 +296,7 @@ struct WriteQueue {
   var pending: [StoreWrite] = []
   var stopping = false
   var onCompleted: (@Sendable ([StoreCompletion]) -> Void)?
+  var onEventsRecorded: (@Sendable () -> Void)?
   var stats = StoreStats()
   /// A test's hook: runs on the writer thread before each commit, so a test
   /// can hold the writer as a stalled disk would.
@@ -308,18 +313,28 @@ extension StoreWrite {
   /// adopted it and it must not be stored later.
   fileprivate var isKeptOnFailure: Bool {
     switch self {
-    case .save(_, _, _, .some), .remember: false
-    case .save, .delete: true
+    case .save(_, _, _, .some, _), .remember: false
+    case .save, .delete, .finish: true
+    }
+  }
+
+  /// The write puts webhook events in the outbox (or may: a finish does
+  /// only while the row still holds the record it finished from).
+  fileprivate var recordsEvents: Bool {
+    switch self {
+    case .save(_, _, _, _, let events), .remember(_, _, _, let events): !events.isEmpty
+    case .finish: true
+    case .delete: false
     }
   }
 
   fileprivate func completion(failure: String?) -> StoreCompletion? {
-    if case .remember(let entry, _, let ticket) = self {
+    if case .remember(let entry, _, let ticket, _) = self {
       return StoreCompletion(
         ticket: ticket, session: entry.session,
         outcome: failure.map { .unavailable($0) } ?? entry.answer.outcome)
     }
-    guard case .save(let session, let record, _, let ticket?) = self else { return nil }
+    guard case .save(let session, let record, _, let ticket?, _) = self else { return nil }
     return StoreCompletion(
       ticket: ticket, session: session,
       outcome: failure.map { .unavailable($0) } ?? .applied(record))
@@ -359,10 +374,23 @@ final class Database {
   let setAside: Statement
   let deleteSetAside: Statement
   let idempotency: IdempotencyStatements
+  let settleSession: Statement
+  /// On this same connection: the writer's inserts, and in memory the delivery side's reads.
+  let outbox: OutboxDatabase
 
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
     idempotency = try IdempotencyStatements(connection)
+    outbox = try OutboxDatabase(connection)
+    // Only the row as the run or wait left it: a command stored since
+    // moved its revision on, and came first.
+    settleSession = try connection.prepare(
+      """
+      UPDATE sessions SET phase = ?2, duration = ?3, ends_at = ?4, remaining_ms = ?5,
+        finished_label = ?6, seq = ?7, revision = ?8, updated_at = ?9, started_at = ?11,
+        timeout_at = ?12, wait_label = ?13, outcome = ?14
+      WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting')
+      """)
     begin = try connection.prepare("BEGIN IMMEDIATE")
     commitTransaction = try connection.prepare("COMMIT")
     rollback = try connection.prepare("ROLLBACK")
@@ -411,15 +439,20 @@ final class Database {
     do throws(StoreError) {
       for write in writes {
         switch write {
-        case .save(let session, let record, let keyHash, _):
+        case .save(let session, let record, let keyHash, _, let events):
           try upsertSession.run(Self.row(session, record, keyHash))
+          for event in events { try outbox.statements.record(event) }
         case .delete(let session):
           try deleteSession.run([.text(session)])
-        case .remember(let entry, let keyHash, _):
+        case .remember(let entry, let keyHash, _, let events):
           if case .applied(let record) = entry.answer {
             try upsertSession.run(Self.row(entry.session, record, keyHash))
           }
           try idempotency.remember(entry)
+          for event in events { try outbox.statements.record(event) }
+        case .finish(let session, let record, let event):
+          try settleSession.run(Self.row(session, record.settled(at: event.timestamp), nil))
+          if connection.changes > 0 { try outbox.statements.record(event) }
         }
       }
       try commitTransaction.run()

@@ -1,0 +1,243 @@
+"""The SQLite outbox end to end (issue 19): the built binary with a real database file and
+a webhook receiver in the test on a loopback port, signatures checked with the PyPI
+`standardwebhooks` package. An event recorded with its change survives a `kill -9` before
+its delivery, and a countdown that elapses while the server is down is reported at
+start-up, once."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import shutil
+import signal
+import sqlite3
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from cdclient import Client, run_async
+from serverproc import start_server
+
+SECRET = "whsec_" + base64.b64encode(b"outbox-test-key-0123456789abcdef").decode()
+TIMEOUT = 20.0
+
+
+def sid(prefix: str = "w") -> str:
+    return prefix + uuid.uuid4().hex[:16]
+
+
+class Receiver:
+    """An HTTP endpoint on 127.0.0.1 that verifies each request's signature, keeps the
+    verified events, and answers each with the status `answer(event)` gives."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.rejected: list[str] = []
+        self.answer = lambda event: 200
+        self.changed = threading.Condition()
+        verifier = Webhook(SECRET)
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                try:
+                    payload = verifier.verify(body, headers)
+                except Exception as error:  # noqa: BLE001: any failure is the test's finding
+                    status = 400
+                    with receiver.changed:
+                        receiver.rejected.append(f"{error!r}: {headers}")
+                        receiver.changed.notify_all()
+                else:
+                    event = {"id": headers["webhook-id"], "body": payload}
+                    status = receiver.answer(event)
+                    event["status"] = status
+                    with receiver.changed:
+                        receiver.events.append(event)
+                        receiver.changed.notify_all()
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, predicate, what: str, timeout: float = TIMEOUT) -> list[dict]:
+        """Waits until `predicate(events)` holds; returns the events then."""
+        with self.changed:
+            ok = self.changed.wait_for(lambda: predicate(self.events) or self.rejected, timeout)
+            assert not self.rejected, f"a request failed verification: {self.rejected}"
+            assert ok, f"no {what} within {timeout}s; got {[e['body'] for e in self.events]}"
+            return list(self.events)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def of(events: list[dict], session: str, type_: str, status: int | None = None) -> list[dict]:
+    return [e for e in events
+            if e["body"]["data"]["session"] == session and e["body"]["type"] == type_
+            and (status is None or e["status"] == status)]
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def data_dir():
+    d = tempfile.mkdtemp(prefix="countdown-hooks-")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def server(data_dir: Path, receiver: Receiver, *extra: str):
+    secret_file = data_dir / "secret"
+    secret_file.write_text(SECRET + "\n")
+    return start_server(
+        "--data", str(data_dir / "countdown.db"), "--webhook", receiver.url,
+        "--webhook-secret-file", str(secret_file), "--test-webhook-backoff-ms", "100", *extra)
+
+
+def crash(srv) -> None:
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait(timeout=5)
+
+
+def outbox_rows(data_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{data_dir / 'countdown.db'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+    finally:
+        db.close()
+
+
+@run_async
+async def test_kill_9_between_a_finish_and_its_delivery(data_dir, receiver):
+    """A wait is done while the receiver answers 500 to its finish; the server is killed
+    with SIGKILL after that refusal; after the restart the same event (same webhook-id,
+    same body) arrives and is taken with a 2xx, and the outbox empties."""
+    session = sid()
+    receiver.answer = lambda e: 500 if e["body"]["type"] == "session.finished" else 200
+    srv = server(data_dir, receiver)
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "wait", "label": "Deploying"})
+        await c.command({"op": "done", "label": "Deployed"})
+        await c.close()
+        refused = receiver.wait_for(lambda ev: of(ev, session, "session.finished", 500),
+                                    "refused finish")
+    finally:
+        crash(srv)
+    first = of(refused, session, "session.finished")[0]
+    assert first["body"]["data"]["outcome"] == "done", first
+    assert of(refused, session, "session.waiting", 200), refused
+    receiver.answer = lambda e: 200
+    srv = server(data_dir, receiver, "--port", str(srv.port))
+    try:
+        events = receiver.wait_for(lambda ev: of(ev, session, "session.finished", 200),
+                                   "finish after the restart")
+        delivered = of(events, session, "session.finished", 200)[0]
+        assert delivered["id"] == first["id"]
+        assert delivered["body"] == first["body"]
+        assert delivered["body"]["data"]["state"]["phase"] == "finished"
+        assert delivered["body"]["data"]["state"]["label"] == "Deployed"
+        deadline = time.monotonic() + TIMEOUT
+        while outbox_rows(data_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)  # another process's file; no event to await
+        assert outbox_rows(data_dir) == 0
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_countdown_that_elapses_while_down_is_sent_at_start_up(data_dir, receiver):
+    """A 3 s run and a wait with a 3 s timeout are started, the server is killed with
+    SIGKILL at once, and restarted with its clock 10 s on: each session's
+    session.finished (elapsed, timeout) arrives, stamped at its own deadline, once; a
+    clean restart after that records neither again."""
+    run, wait, marker = sid("r"), sid("t"), sid("m")
+    srv = server(data_dir, receiver)
+    try:
+        a = await Client.connect(srv.ws_url(run))
+        started, _ = await a.command({"op": "start", "seconds": 3})
+        b = await Client.connect(srv.ws_url(wait))
+        waiting, _ = await b.command({"op": "wait", "timeoutSeconds": 3, "timeoutLabel": "Too slow"})
+        receiver.wait_for(lambda ev: of(ev, run, "session.started") and of(ev, wait, "session.waiting"),
+                          "started and waiting")
+    finally:
+        crash(srv)
+    srv = server(data_dir, receiver, "--port", str(srv.port), "--test-clock-offset-ms", "10000")
+    try:
+        events = receiver.wait_for(
+            lambda ev: of(ev, run, "session.finished") and of(ev, wait, "session.finished"),
+            "finishes at start-up")
+        elapsed = of(events, run, "session.finished")[0]["body"]
+        timed_out = of(events, wait, "session.finished")[0]["body"]
+        assert elapsed["data"]["outcome"] == "elapsed", elapsed
+        assert timed_out["data"]["outcome"] == "timeout", timed_out
+        assert timed_out["data"]["state"]["label"] == "Too slow", timed_out
+        assert iso_ms(elapsed["timestamp"]) == started["endsAt"], (elapsed, started)
+        assert iso_ms(timed_out["timestamp"]) == waiting["timeoutAt"], (timed_out, waiting)
+    finally:
+        srv.stop_and_check()
+    # Stored finished: the next start records no finish for either.
+    srv = server(data_dir, receiver, "--port", str(srv.port), "--test-clock-offset-ms", "20000")
+    try:
+        m = await Client.connect(srv.ws_url(marker))
+        await m.command({"op": "start", "seconds": 60})
+        events = receiver.wait_for(lambda ev: of(ev, marker, "session.started"), "the marker")
+        ids = {e["id"] for e in of(events, run, "session.finished") + of(events, wait, "session.finished")}
+        assert len(ids) == 2, [e["body"] for e in events]
+        await m.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_elapsing_while_up_is_recorded_once(data_dir, receiver):
+    """A 1 s run elapses while the server runs: one session.finished (elapsed) arrives,
+    and a restart after it does not record another."""
+    session, marker = sid("e"), sid("m")
+    srv = server(data_dir, receiver)
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        started, _ = await c.command({"op": "start", "seconds": 1})
+        await c.wait_phase("finished", timeout=5)
+        events = receiver.wait_for(lambda ev: of(ev, session, "session.finished"), "the finish")
+        finish = of(events, session, "session.finished")[0]
+        assert finish["body"]["data"]["outcome"] == "elapsed"
+        assert iso_ms(finish["body"]["timestamp"]) == started["endsAt"]
+        await c.close()
+    finally:
+        srv.stop_and_check()
+    srv = server(data_dir, receiver, "--port", str(srv.port))
+    try:
+        m = await Client.connect(srv.ws_url(marker))
+        await m.command({"op": "start", "seconds": 60})
+        events = receiver.wait_for(lambda ev: of(ev, marker, "session.started"), "the marker")
+        assert {e["id"] for e in of(events, session, "session.finished")} == {finish["id"]}
+        await m.close()
+    finally:
+        srv.stop_and_check()
+
+
+def iso_ms(text: str) -> int:
+    """`2026-12-01T18:30:00.250Z` as epoch ms."""
+    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return round(moment.timestamp() * 1000)
