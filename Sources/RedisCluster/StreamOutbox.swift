@@ -46,6 +46,8 @@ public final class StreamOutbox: WebhookOutbox {
   /// claimed to this consumer (monotonic ms).
   private var held: Set<String> = []
   private var touchedAt: Int64 = .min / 2
+  /// When consumers that are gone were last looked for (monotonic ms).
+  private var prunedAt: Int64 = .min / 2
   /// Where XAUTOCLAIM's scan of the pending entries goes on from.
   private var claimCursor = "0-0"
   /// Stream entries that were no event (damaged, or trimmed away), dropped.
@@ -62,6 +64,7 @@ public final class StreamOutbox: WebhookOutbox {
         ["FCALL", RedisSequencer.function("due"), "3"] + RedisSequencer.eventsKeys
           + [String(settings.dueBatch)])
       try touchHeld(redis)
+      try pruneConsumers(redis)
       guard limit > 0 else { return [] }
       var entries = try claimed(redis, limit: limit)
       if entries.count < limit {
@@ -170,6 +173,32 @@ public final class StreamOutbox: WebhookOutbox {
     held.formIntersection(ours)
     try claimToSelf(redis, Array(held))
     touchedAt = now
+  }
+
+  /// Each instance joins the group under a name of its own, made anew at
+  /// every start: a consumer that holds nothing and has not read for ten
+  /// claim timeouts is gone, and is removed so restarts leave no trail. (A
+  /// live one that was only slow is made again by its next XREADGROUP.)
+  private func pruneConsumers(_ redis: BlockingRedis) throws {
+    let now = monotonicMs()
+    let quiet = settings.claimAfterMs * 10
+    guard now - prunedAt >= quiet else { return }
+    prunedAt = now
+    let reply = try redis.command(
+      ["XINFO", "CONSUMERS", RedisSequencer.eventsKey, Self.group])
+    for consumer in reply.elements ?? [] {
+      let pairs = consumer.elements ?? []
+      var fields: [String: RedisReply] = [:]
+      for index in stride(from: 0, to: pairs.count - 1, by: 2) {
+        if let name = pairs[index].text { fields[name] = pairs[index + 1] }
+      }
+      guard let name = fields["name"]?.text, name != settings.consumer,
+        case .integer(0) = fields["pending"], case .integer(let idle) = fields["idle"],
+        idle > quiet
+      else { continue }
+      try redis.command(
+        ["XGROUP", "DELCONSUMER", RedisSequencer.eventsKey, Self.group, name])
+    }
   }
 
   /// XCLAIM … JUSTID resets an entry's idle time without counting a delivery.

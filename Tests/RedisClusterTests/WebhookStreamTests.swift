@@ -272,6 +272,45 @@ import Testing
     withExtendedLifetime(client) {}
   }
 
+  /// A consumer that is gone (an instance's name before its restart) and
+  /// holds nothing leaves the group once quiet for ten claim timeouts; the
+  /// outbox's own stays.
+  @Test func goneConsumersLeaveTheGroup() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "pruner", claimAfterMs: 100)
+    #expect(try outbox.take(limit: 10, now: now()) == [])
+    for session in ["a", "b"] {
+      try Self.command(client, session, .start(.seconds(60), finishedLabel: nil))
+    }
+    // "ghost" delivered its entry and acknowledged it; "holder" keeps its own.
+    func read(_ consumer: String) throws -> String {
+      let reply = try client.command([
+        "XREADGROUP", "GROUP", StreamOutbox.group, consumer, "COUNT", "1", "STREAMS",
+        RedisSequencer.eventsKey, ">",
+      ])
+      return reply.elements?.first?.elements?.last?.elements?.first?.elements?.first?.text ?? ""
+    }
+    try client.command(["XACK", RedisSequencer.eventsKey, StreamOutbox.group, try read("ghost")])
+    _ = try read("holder")
+    func names() throws -> Set<String> {
+      let reply = try client.command([
+        "XINFO", "CONSUMERS", RedisSequencer.eventsKey, StreamOutbox.group,
+      ])
+      return Set((reply.elements ?? []).compactMap { $0.elements?.dropFirst().first?.text })
+    }
+    #expect(try names() == ["ghost", "holder"])
+    let giveUp = now() + 10_000
+    var taken: [OutboxEntry] = []
+    while try names().contains("ghost") && now() < giveUp {
+      taken += try outbox.take(limit: 10, now: now())
+      usleep(50_000)
+    }
+    // The holder's entry was taken over (it was idle past the claim
+    // timeout), so the holder went the ghost's way too.
+    #expect(try names() == ["pruner"])
+    #expect(taken.map(\.event.session) == ["b"])
+  }
+
   /// Entries that are no event (written by hand, damaged, out of range)
   /// are settled and counted, and the good one beside them is handed out.
   @Test func damagedEntriesAreDropped() throws {
