@@ -5,15 +5,16 @@ signed and verified with PyPI's standardwebhooks, is in the tests below them."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from cdclient import Client, run_async
+from cdclient import Client, http_get, run_async
 from opskit import scrape, value, wait_log, wait_scrape
-from serverproc import PUBLIC_DIR, server_binary, start_server
+from serverproc import PUBLIC_DIR, REPO_ROOT, server_binary, start_server
 # The SQLite outbox's tests' receiver: every request verified with PyPI's standardwebhooks.
 from test_webhooks_store import SECRET as STORE_SECRET, Receiver, of
 
@@ -265,3 +266,21 @@ async def test_an_event_no_try_delivers_is_dead_after_the_window(tmp_path, recei
         await c.close()
     finally:
         srv.stop_and_check()
+
+
+def test_the_webhook_families_are_served_and_documented(tmp_path, receiver):
+    """With --webhook, /metrics declares the three webhook families, each with its row in
+    docs/operating.md's metric tables (the metrics test's server has no --webhook)."""
+    srv = webhook_server(tmp_path, receiver.url)
+    try:
+        _, _, body = http_get(srv.host, srv.port, "/metrics")
+    finally:
+        srv.stop_and_check()
+    families = set(re.findall(r"^# TYPE (countdown_webhook\S*) ", body.decode(), re.M))
+    assert families == {"countdown_webhook_events_queued", "countdown_webhook_deliveries_total",
+                        "countdown_webhook_delivery_seconds"}, families
+    text = (REPO_ROOT / "docs" / "operating.md").read_text()
+    rows = text[text.index("\n## Metrics"):text.index("\n## Graphs worth watching")]
+    documented = {name for line in rows.split("\n") if line.startswith("| `")
+                  for name in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
+    assert not families - documented, families - documented
