@@ -205,6 +205,8 @@ final class DeliveryLoop {
   private var transfers: [Int: Transfer] = [:]
   private var nextTag = 1
   private var lastTake: Int64?
+  /// The last take filled every free slot, so the outbox may hold more.
+  private var moreWaiting = false
 
   init(
     settings: WebhookDeliverer.Settings, outbox: any WebhookOutbox,
@@ -251,17 +253,20 @@ final class DeliveryLoop {
   // MARK: Taking from the outbox
 
   private func takeIfDue(now: Int64) {
-    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     let free = settings.maxInFlight - held.count
+    // Full: a wake-up is kept for when a slot frees.
     guard free > 0 else { return }
+    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     // A clock stepped back counts as due, so a step cannot stall the poll.
     let pollDue = lastTake.map { now - $0 >= Int64(settings.pollMs) || now < $0 } ?? true
-    guard woken || pollDue else { return }
+    guard woken || pollDue || moreWaiting else { return }
     lastTake = now
     let entries: [OutboxEntry]
     do {
       entries = try outbox.take(limit: free, now: now)
     } catch {
+      // Asked again at the next poll, not at once: a failing outbox is not spun on.
+      moreWaiting = false
       outboxFailed("take", error)
       return
     }
@@ -275,8 +280,8 @@ final class DeliveryLoop {
         entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
         dueAt: now)
     }
-    // A full batch means more may be waiting: ask again at once next turn.
-    if entries.count >= free && held.count < settings.maxInFlight { lastTake = nil }
+    // A full batch means more may be waiting: ask again as soon as a slot is free.
+    moreWaiting = entries.count >= free
   }
 
   // MARK: Sending
@@ -424,10 +429,12 @@ final class DeliveryLoop {
   /// first; curl's own timers (timeouts) cut it short by themselves.
   private func pollTimeout(now: Int64) -> Int {
     var wait = Int64(settings.pollMs)
-    if let lastTake {
-      wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
-    } else if held.count < settings.maxInFlight {
-      wait = 0
+    if held.count < settings.maxInFlight {
+      if moreWaiting || lastTake == nil {
+        wait = 0
+      } else if let lastTake {
+        wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
+      }
     }
     for entry in held.values where entry.inFlight == 0 {
       wait = min(wait, max(0, entry.dueAt - now))
