@@ -188,8 +188,8 @@ final class DeliveryLoop {
     var pending: Set<Int>
     var inFlight = 0
     var attempts: Int
-    /// When the next try is due, epoch ms; meaningless while in flight.
-    var dueAt: Int64
+    /// Its key in `due`.
+    let slot: Int32
     /// What the last failed request got: an HTTP status or curl's error.
     var lastResult = ""
   }
@@ -202,6 +202,12 @@ final class DeliveryLoop {
   }
 
   private var held: [String: Held] = [:]
+  /// When each held entry that is not in flight is due, by slot: the next
+  /// try is found in O(log n), however many are held.
+  private var due = DeadlineHeap()
+  /// The handle in each slot, and the slots free for reuse.
+  private var handles: [String?] = []
+  private var freeSlots: [Int32] = []
   private var transfers: [Int: Transfer] = [:]
   private var nextTag = 1
   private var lastTake: Int64?
@@ -246,7 +252,7 @@ final class DeliveryLoop {
       if wakeUps[0].revents != 0 { shared.drainWakeUps() }
     }
     for tag in Array(transfers.keys) { drop(tag) }
-    held = [:]
+    for handle in Array(held.keys) { release(handle) }
     publishQueued()
   }
 
@@ -276,9 +282,7 @@ final class DeliveryLoop {
         settle("delivered") { try outbox.delivered(entry) }
         continue
       }
-      held[entry.handle] = Held(
-        entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
-        dueAt: now)
+      hold(entry, dueAt: now)
     }
     // A full batch means more may be waiting: ask again as soon as a slot is free.
     moreWaiting = entries.count >= free
@@ -286,9 +290,32 @@ final class DeliveryLoop {
 
   // MARK: Sending
 
+  private func hold(_ entry: OutboxEntry, dueAt: Int64) {
+    let slot: Int32
+    if let free = freeSlots.popLast() {
+      slot = free
+      handles[Int(slot)] = entry.handle
+    } else {
+      slot = Int32(handles.count)
+      handles.append(entry.handle)
+    }
+    held[entry.handle] = Held(
+      entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
+      slot: slot)
+    due.set(slot, to: dueAt)
+  }
+
+  /// Settled, or dropped at the end: the slot is free again.
+  private func release(_ handle: String) {
+    guard let entry = held.removeValue(forKey: handle) else { return }
+    due.set(entry.slot, to: nil)
+    handles[Int(entry.slot)] = nil
+    freeSlots.append(entry.slot)
+  }
+
   private func startDue(now: Int64) {
-    for (handle, entry) in held where entry.inFlight == 0 && entry.dueAt <= now {
-      var entry = entry
+    while let slot = due.popDue(now: now) {
+      guard let handle = handles[Int(slot)], var entry = held[handle] else { continue }
       let timestamp = now / 1000
       let event = entry.entry.event
       let signature = signer.signature(id: event.id, timestamp: timestamp, body: event.body)
@@ -362,7 +389,7 @@ final class DeliveryLoop {
   private func attemptDone(_ handle: String, now: Int64) {
     guard var entry = held[handle] else { return }
     if entry.pending.isEmpty {
-      held[handle] = nil
+      release(handle)
       // Counted before the outbox hears of it, so whoever sees it settled sees it counted.
       let latency = Double(max(0, now - entry.entry.event.timestamp))
       let queued = held.count
@@ -380,14 +407,14 @@ final class DeliveryLoop {
       jitter: jitter())
     switch decision {
     case .retry(let at):
-      entry.dueAt = at
       held[handle] = entry
+      due.set(entry.slot, to: at)
       shared.stats.withLock { $0.retried += 1 }
       settle("retry") { [attempts = entry.attempts] in
         try outbox.retry(entry.entry, attempts: attempts, at: at)
       }
     case .giveUp:
-      held[handle] = nil
+      release(handle)
       let queued = held.count
       shared.stats.withLock {
         $0.queued = queued
@@ -436,8 +463,14 @@ final class DeliveryLoop {
         wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
       }
     }
-    for entry in held.values where entry.inFlight == 0 {
-      wait = min(wait, max(0, entry.dueAt - now))
+    if let earliest = due.earliest {
+      // A retry time at either end of Int64 (a stepped clock) neither traps nor wraps.
+      let (until, overflow) = earliest.subtractingReportingOverflow(now)
+      if overflow {
+        if earliest < now { wait = 0 }
+      } else {
+        wait = min(wait, max(0, until))
+      }
     }
     return Int(max(0, wait))
   }
