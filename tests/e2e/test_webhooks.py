@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import base64
 import re
+import signal
 import subprocess
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -284,3 +287,41 @@ def test_the_webhook_families_are_served_and_documented(tmp_path, receiver):
     documented = {name for line in rows.split("\n") if line.startswith("| `")
                   for name in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
     assert not families - documented, families - documented
+
+
+@run_async
+async def test_sigterm_drops_a_hung_request_and_the_restart_sends_it(tmp_path, receiver):
+    """A receiver that never answers does not hold up SIGTERM (exit 0 at once, not after
+    --webhook-timeout 60), and the event it held is sent again after the restart, under
+    the same webhook-id."""
+    session = sid()
+    arrived, release = threading.Event(), threading.Event()
+
+    def hang(event):
+        arrived.set()
+        release.wait(30)
+        return 200
+
+    receiver.answer = hang
+    srv = webhook_server(tmp_path, receiver.url, extra=("--webhook-timeout", "60"))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        assert arrived.wait(10), "the event never reached the receiver"
+        await c.close()
+        began = time.monotonic()
+        assert srv.terminate(signal.SIGTERM) == 0, srv.stderr()
+        assert time.monotonic() - began < 5, "SIGTERM waited for the hung request"
+    finally:
+        if srv.alive():
+            srv.kill()
+    release.set()
+    receiver.answer = lambda event: 200
+    srv = webhook_server(tmp_path, receiver.url, extra=("--port", str(srv.port)))
+    try:
+        events = receiver.wait_for(lambda ev: len(of(ev, session, "session.started")) >= 2,
+                                   "the resend after the restart")
+        first, again = of(events, session, "session.started")[:2]
+        assert first["id"] == again["id"] and first["body"] == again["body"]
+    finally:
+        srv.stop_and_check()
