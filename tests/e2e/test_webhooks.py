@@ -88,6 +88,13 @@ def test_bad_secrets_exit_2_without_showing_them(content: str, words: str, tmp_p
         assert content.strip().encode()[:40] not in res.stderr
 
 
+def test_a_refused_url_is_shown_without_its_password(secret_file: Path):
+    """A URL refused at start-up is echoed without what could be a user:password@."""
+    res = run_cli("--webhook", "ftp://user:hunter2@127.0.0.1/x", "--webhook-secret-file", str(secret_file))
+    assert_usage_error(res, "ftp://127.0.0.1/x")
+    assert b"hunter2" not in res.stderr
+
+
 def test_missing_secret_file_exits_2(tmp_path: Path):
     """An unreadable secret file exits 2 naming it."""
     missing = tmp_path / "nope"
