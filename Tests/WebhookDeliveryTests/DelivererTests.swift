@@ -97,15 +97,8 @@ import Testing
     let outbox = MemoryOutbox()
     let event = sampleEvent(at: Self.now())
     outbox.add(event, handle: "gone")
-    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "webhook-dead-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
-    ).path
-    let fd = open(logPath, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
-    defer {
-      close(fd)
-      unlink(logPath)
-    }
-    let log = Logger(level: .info, format: .json, output: fd)
+    let captured = try CapturedLog()
+    let log = captured.logger
     let deliverer = try Self.deliverer(
       [receiver.url], outbox: outbox, policy: RetryPolicy(baseMs: 1, capMs: 1, windowMs: 0),
       log: log)
@@ -115,8 +108,7 @@ import Testing
     #expect(outbox.settlements == [.dead("gone")])
     #expect(receiver.requests.value.count == 1)
     #expect(deliverer.stats.dead == 1 && deliverer.stats.delivered == 0)
-    log.flush()
-    let line = try String(contentsOfFile: logPath, encoding: .utf8)
+    let line = try captured.text()
     #expect(line.contains("\"webhook_dead\""))
     #expect(line.contains(event.id) && line.contains("HTTP 503") && line.contains("\"attempts\":1"))
   }
@@ -259,15 +251,8 @@ import Testing
   @Test func aFailingTakeIsRetriedAtThePoll() throws {
     let outbox = MemoryOutbox()
     outbox.state.update { $0.failTakes = true }
-    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "webhook-take-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
-    ).path
-    let fd = open(logPath, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
-    defer {
-      close(fd)
-      unlink(logPath)
-    }
-    let log = Logger(level: .info, format: .json, output: fd)
+    let captured = try CapturedLog()
+    let log = captured.logger
     let deliverer = try Self.deliverer(["http://127.0.0.1:9/"], outbox: outbox, log: log)
     let started = Date()
     deliverer.start()
@@ -275,8 +260,7 @@ import Testing
     deliverer.stop()
     // Four takes with the 50 ms poll between them take at least 150 ms.
     #expect(Date().timeIntervalSince(started) >= 0.15)
-    log.flush()
-    let text = try String(contentsOfFile: logPath, encoding: .utf8)
+    let text = try captured.text()
     #expect(text.contains("\"webhook_outbox_failed\"") && text.contains("\"operation\":\"take\""))
   }
 }
