@@ -248,11 +248,19 @@ final class DeliveryLoop {
 
   private func takeIfDue(now: Int64) {
     let free = settings.maxInFlight - held.count
-    // Full: a wake-up is kept for when a slot frees.
-    guard free > 0 else { return }
-    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     // A clock stepped back counts as due, so a step cannot stall the poll.
     let pollDue = lastTake.map { now - $0 >= Int64(settings.pollMs) || now < $0 } ?? true
+    guard free > 0 else {
+      // Full: still asked at the poll, for nothing, so the outbox does its
+      // own upkeep (stores settlements, keeps held entries claimed, moves
+      // due finishes); a wake-up is kept for when a slot frees.
+      if pollDue {
+        lastTake = now
+        do { _ = try outbox.take(limit: 0, now: now) } catch { outboxFailed("take", error) }
+      }
+      return
+    }
+    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     guard woken || pollDue || moreWaiting else { return }
     lastTake = now
     let entries: [OutboxEntry]
@@ -427,12 +435,12 @@ final class DeliveryLoop {
   /// first; curl's own timers (timeouts) cut it short by themselves.
   private func pollTimeout(now: Int64) -> Int {
     var wait = Int64(settings.pollMs)
-    if held.count < settings.maxInFlight {
-      if moreWaiting || lastTake == nil {
-        wait = 0
-      } else if let lastTake {
-        wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
-      }
+    if held.count < settings.maxInFlight && moreWaiting {
+      wait = 0
+    } else if let lastTake {
+      wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
+    } else {
+      wait = 0
     }
     if let earliest = due.earliest {
       // A retry time at either end of Int64 (a stepped clock) neither traps nor wraps.
