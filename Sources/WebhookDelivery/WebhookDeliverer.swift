@@ -335,6 +335,8 @@ final class DeliveryLoop {
     let headers = [
       "Content-Type: application/json", "webhook-id: \(event.id)",
       "webhook-timestamp: \(timestamp)", "webhook-signature: \(signature)",
+      // Names the sender in the receiver's logs (libcurl sends none by itself).
+      "User-Agent: countdown-server",
       // No 100-continue round trip before the body.
       "Expect:",
     ]
