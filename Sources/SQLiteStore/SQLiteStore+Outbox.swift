@@ -96,20 +96,14 @@ struct OutboxStatements {
   }
 }
 
-/// A connection's outbox statements and its own transaction statements.
+/// The outbox statements on one connection, and its transactions.
 final class OutboxDatabase {
-  let connection: Connection
   let statements: OutboxStatements
-  let begin: Statement
-  let commit: Statement
-  let rollback: Statement
+  let transactions: Transactions
 
-  init(_ connection: Connection) throws(StoreError) {
-    self.connection = connection
-    statements = try OutboxStatements(connection)
-    begin = try connection.prepare("BEGIN IMMEDIATE")
-    commit = try connection.prepare("COMMIT")
-    rollback = try connection.prepare("ROLLBACK")
+  init(statements: OutboxStatements, transactions: Transactions) {
+    self.statements = statements
+    self.transactions = transactions
   }
 
   /// The delivery thread's own connection to a file the store has open.
@@ -118,7 +112,8 @@ final class OutboxDatabase {
     // The writer's commits hold the write lock briefly: wait them out.
     try connection.execute("PRAGMA busy_timeout = 5000")
     try connection.execute("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
-    return try OutboxDatabase(connection)
+    return OutboxDatabase(
+      statements: try OutboxStatements(connection), transactions: try Transactions(connection))
   }
 }
 
@@ -148,19 +143,13 @@ struct OutboxBook: Sendable {
   /// transaction; on failure it is all kept to try again.
   mutating func flush(_ database: OutboxDatabase) throws(StoreError) {
     guard hasWrites else { return }
-    if database.connection.inTransaction { try database.rollback.run() }
-    try database.begin.run()
-    do throws(StoreError) {
+    try database.transactions.run { () throws(StoreError) in
       for row in settled { try database.statements.delete.run([.integer(row)]) }
       for (row, mark) in retries {
         try database.statements.reschedule.run([
           .integer(Int64(mark.attempts)), .integer(mark.at), .integer(row),
         ])
       }
-      try database.commit.run()
-    } catch {
-      if database.connection.inTransaction { try? database.rollback.run() }
-      throw error
     }
     for row in settled { handedOut.remove(row) }
     settled = []

@@ -360,12 +360,39 @@ public struct SetAside: Equatable, Sendable {
   }
 }
 
+/// `BEGIN IMMEDIATE` … `COMMIT` on one connection, rolled back on any failure.
+final class Transactions {
+  private let connection: Connection
+  private let begin: Statement
+  private let commit: Statement
+  private let rollback: Statement
+
+  init(_ connection: Connection) throws(StoreError) {
+    self.connection = connection
+    begin = try connection.prepare("BEGIN IMMEDIATE")
+    commit = try connection.prepare("COMMIT")
+    rollback = try connection.prepare("ROLLBACK")
+  }
+
+  func run(_ body: () throws(StoreError) -> Void) throws(StoreError) {
+    // A rollback that failed last time would make every BEGIN fail from now on.
+    if connection.inTransaction { try rollback.run() }
+    try begin.run()
+    do throws(StoreError) {
+      try body()
+      try commit.run()
+    } catch {
+      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
+      if connection.inTransaction { try? rollback.run() }
+      throw error
+    }
+  }
+}
+
 /// The open connection and its prepared statements.
 final class Database {
   let connection: Connection
-  let begin: Statement
-  let commitTransaction: Statement
-  let rollback: Statement
+  let transactions: Transactions
   let upsertSession: Statement
   let deleteSession: Statement
   let selectSessions: Statement
@@ -381,7 +408,9 @@ final class Database {
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
     idempotency = try IdempotencyStatements(connection)
-    outbox = try OutboxDatabase(connection)
+    transactions = try Transactions(connection)
+    outbox = OutboxDatabase(
+      statements: try OutboxStatements(connection), transactions: transactions)
     // Only the row as the run or wait left it: a command stored since
     // moved its revision on, and came first.
     settleSession = try connection.prepare(
@@ -391,9 +420,6 @@ final class Database {
         timeout_at = ?12, wait_label = ?13, outcome = ?14
       WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting')
       """)
-    begin = try connection.prepare("BEGIN IMMEDIATE")
-    commitTransaction = try connection.prepare("COMMIT")
-    rollback = try connection.prepare("ROLLBACK")
     upsertSession = try connection.prepare(
       """
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
@@ -433,10 +459,7 @@ final class Database {
   }
 
   func commit(_ writes: [StoreWrite]) throws(StoreError) {
-    // A rollback that failed last time would make every BEGIN fail from now on.
-    if connection.inTransaction { try rollback.run() }
-    try begin.run()
-    do throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
       for write in writes {
         switch write {
         case .save(let session, let record, let keyHash, _, let events):
@@ -455,25 +478,15 @@ final class Database {
           if connection.changes > 0 { try outbox.statements.record(event) }
         }
       }
-      try commitTransaction.run()
-    } catch {
-      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 
   func setAside(_ damaged: [(id: [UInt8], setAside: SetAside)], now: Int64) throws(StoreError) {
-    try begin.run()
-    do throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
       for (id, entry) in damaged {
         try setAside.run([.text(entry.reason), .integer(now), .blob(id)])
         try deleteSetAside.run([.blob(id)])
       }
-      try commitTransaction.run()
-    } catch {
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 
