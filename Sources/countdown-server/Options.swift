@@ -30,6 +30,7 @@ struct Options {
   var redisPasswordFile: String?
   /// The file `server.apiTokens` was read from (the tokens are never shown).
   var apiTokenFile: String?
+  var webhook = WebhookOptions()
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -132,6 +133,7 @@ struct Options {
       throw UsageError(
         message: "--redis needs --event-loop libev: hiredis runs on the server's libev loop")
     }
+    try options.checkWebhooks()
     return printConfig ? .printConfig(options) : .run(options)
   }
 
@@ -186,7 +188,10 @@ struct Options {
 }
 
 extension Options {
-  static let table: [OptionSpec] = [
+  /// Every option: these, then the webhook ones (WebhookOptions.swift).
+  static let table = serverTable + webhookTable
+
+  static let serverTable: [OptionSpec] = [
     .text(
       "--host", "ADDRESS", .options, \.server.host,
       help: "Address to listen on (default 127.0.0.1)."),

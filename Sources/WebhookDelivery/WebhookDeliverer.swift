@@ -1,0 +1,400 @@
+import CCurl
+import CountdownCore
+import Dispatch
+import Observability
+import Synchronization
+
+/// What the deliverer has done, for `/metrics`: read from any thread.
+public struct DeliveryStats: Sendable, Equatable {
+  /// Entries the deliverer holds now: being sent, or waiting for a retry.
+  public var queued = 0
+  public var delivered: UInt64 = 0
+  public var retried: UInt64 = 0
+  public var dead: UInt64 = 0
+  /// From the change (`event.timestamp`) to the last endpoint's 2xx, ms.
+  public var latencyMs = Histogram(bounds: [
+    5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000, 3_600_000,
+  ])
+}
+
+/// Sends the outbox's events to every endpoint, signed by Standard Webhooks,
+/// on a thread of its own (never the service thread) through libcurl's multi
+/// interface: many transfers at once on one thread, each with its timeout.
+///
+/// An entry is settled (`delivered`) once every endpoint answered 2xx, and
+/// `dead` when a failure comes after the retry window. Which endpoints took
+/// it is kept in memory only, so after a restart an endpoint may get a
+/// repeat under the same `webhook-id`: at least once. At most `maxInFlight`
+/// entries are held at a time; the rest wait in the (durable) outbox.
+public final class WebhookDeliverer: Sendable {
+  public struct Settings: Sendable {
+    public var endpoints: [WebhookEndpoint]
+    public var secret: WebhookSecret
+    public var events: WebhookEventFilter
+    public var policy: RetryPolicy
+    /// Per request, connecting included.
+    public var timeoutMs: Int
+    public var maxInFlight: Int
+    /// How often the outbox is asked even without a wake-up: entries a dead
+    /// instance left, or ones recorded where no wake-up reaches.
+    public var pollMs: Int
+
+    public init(
+      endpoints: [WebhookEndpoint], secret: WebhookSecret, events: WebhookEventFilter = .all,
+      policy: RetryPolicy = RetryPolicy(), timeoutMs: Int = 10_000, maxInFlight: Int = 256,
+      pollMs: Int = 500
+    ) {
+      self.endpoints = endpoints
+      self.secret = secret
+      self.events = events
+      self.policy = policy
+      self.timeoutMs = max(1, timeoutMs)
+      self.maxInFlight = max(1, maxInFlight)
+      self.pollMs = max(1, pollMs)
+    }
+  }
+
+  private let loop: DeliveryLoop
+  private let shared: DeliveryShared
+  private let finished = DispatchSemaphore(value: 0)
+  private let state = Mutex(Phase.idle)
+
+  private enum Phase { case idle, running, stopped }
+
+  /// `clock` is epoch ms on the clock the changes were stamped with;
+  /// `jitter` draws in [0, 1) for the backoff.
+  public init(
+    settings: Settings, outbox: any WebhookOutbox, clock: @escaping @Sendable () -> Int64,
+    log: Logger, jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+  ) {
+    precondition(cdc_global_init() == CURLE_OK, "libcurl could not initialise")
+    shared = DeliveryShared()
+    loop = DeliveryLoop(
+      settings: settings, outbox: outbox, clock: clock, log: log, jitter: jitter, shared: shared)
+  }
+
+  /// Starts the delivery thread. Call once.
+  public func start() {
+    let starting = state.withLock { phase in
+      guard phase == .idle else { return false }
+      phase = .running
+      return true
+    }
+    guard starting else { return }
+    let loop = loop
+    let finished = finished
+    DispatchQueue(label: "webhook-delivery").async {
+      loop.run()
+      finished.signal()
+    }
+  }
+
+  /// Asks the outbox now rather than at the next poll: a recorder calls it
+  /// after an event is committed. Any thread; cheap.
+  public func wake() {
+    shared.wakeRequested.store(true, ordering: .releasing)
+    shared.multi.wakeUp()
+  }
+
+  /// Stops taking, drops the transfers under way (their entries stay in the
+  /// outbox, to be sent again), and waits for the thread to end.
+  public func stop() {
+    let wasRunning = state.withLock { phase in
+      defer { phase = .stopped }
+      return phase == .running
+    }
+    shared.stopping.store(true, ordering: .releasing)
+    shared.multi.wakeUp()
+    if wasRunning { finished.wait() }
+  }
+
+  public var stats: DeliveryStats { shared.stats.withLock { $0 } }
+
+  deinit { stop() }
+}
+
+/// What the delivery thread shares with the others.
+final class DeliveryShared: Sendable {
+  let stats = Mutex(DeliveryStats())
+  let stopping = Atomic(false)
+  let wakeRequested = Atomic(false)
+  let multi = CurlMulti()
+}
+
+/// libcurl's multi handle. Only `curl_multi_wakeup` is called from other
+/// threads, which libcurl allows; every other call is on the delivery thread.
+final class CurlMulti: @unchecked Sendable {
+  let handle: UnsafeMutableRawPointer
+
+  init() {
+    guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed") }
+    self.handle = handle
+  }
+
+  func wakeUp() { _ = curl_multi_wakeup(handle) }
+
+  deinit { curl_multi_cleanup(handle) }
+}
+
+/// The delivery thread's own state: made on the caller's thread, then used
+/// by the delivery thread alone (`run`), hence unchecked.
+final class DeliveryLoop: @unchecked Sendable {
+  private let settings: DeliveryLoopSettings
+  private let outbox: any WebhookOutbox
+  private let clock: @Sendable () -> Int64
+  private let log: Logger
+  private let jitter: @Sendable () -> Double
+  private let shared: DeliveryShared
+  private let signer: StandardWebhookSigner
+
+  /// An entry being sent or waiting for its next try.
+  private struct Held {
+    var entry: OutboxEntry
+    /// Endpoints (by index) that have not answered 2xx yet.
+    var pending: Set<Int>
+    var inFlight = 0
+    var attempts: Int
+    /// When the next try is due, epoch ms; meaningless while in flight.
+    var dueAt: Int64
+    /// What the last failed request got: an HTTP status or curl's error.
+    var lastResult = ""
+  }
+
+  private struct Transfer {
+    let entryHandle: String
+    let endpoint: Int
+    let easy: UnsafeMutableRawPointer
+    let headers: UnsafeMutablePointer<curl_slist>?
+  }
+
+  private var held: [String: Held] = [:]
+  private var transfers: [Int: Transfer] = [:]
+  private var nextTag = 1
+  private var lastTake: Int64?
+
+  typealias DeliveryLoopSettings = WebhookDeliverer.Settings
+
+  init(
+    settings: WebhookDeliverer.Settings, outbox: any WebhookOutbox,
+    clock: @escaping @Sendable () -> Int64, log: Logger,
+    jitter: @escaping @Sendable () -> Double, shared: DeliveryShared
+  ) {
+    self.settings = settings
+    self.outbox = outbox
+    self.clock = clock
+    self.log = log
+    self.jitter = jitter
+    self.shared = shared
+    signer = StandardWebhookSigner(secret: settings.secret)
+  }
+
+  func run() {
+    let multi = shared.multi.handle
+    while !shared.stopping.load(ordering: .acquiring) {
+      var now = clock()
+      takeIfDue(now: now)
+      startDue(now: now)
+      var running: Int32 = 0
+      _ = curl_multi_perform(multi, &running)
+      now = clock()
+      var easy: UnsafeMutableRawPointer?
+      var result = CURLE_OK
+      while cdc_multi_next_done(multi, &easy, &result) != 0, let done = easy {
+        finish(done, result: result, now: now)
+      }
+      publishQueued()
+      var woken: Int32 = 0
+      _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeout(now: clock())), &woken)
+    }
+    for tag in Array(transfers.keys) { drop(tag) }
+    held = [:]
+    publishQueued()
+  }
+
+  // MARK: Taking from the outbox
+
+  private func takeIfDue(now: Int64) {
+    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
+    let free = settings.maxInFlight - held.count
+    guard free > 0 else { return }
+    // A clock stepped back counts as due, so a step cannot stall the poll.
+    let pollDue = lastTake.map { now - $0 >= Int64(settings.pollMs) || now < $0 } ?? true
+    guard woken || pollDue else { return }
+    lastTake = now
+    let entries: [OutboxEntry]
+    do {
+      entries = try outbox.take(limit: free, now: now)
+    } catch {
+      outboxFailed("take", error)
+      return
+    }
+    for entry in entries.prefix(free) where held[entry.handle] == nil {
+      guard settings.events.allows(entry.event.type) else {
+        // Filtered at delivery, so the recorders need no filter: settled unsent.
+        settle("delivered") { try outbox.delivered(entry) }
+        continue
+      }
+      held[entry.handle] = Held(
+        entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
+        dueAt: now)
+    }
+    // A full batch means more may be waiting: ask again at once next turn.
+    if entries.count >= free && held.count < settings.maxInFlight { lastTake = nil }
+  }
+
+  // MARK: Sending
+
+  private func startDue(now: Int64) {
+    for (handle, entry) in held where entry.inFlight == 0 && entry.dueAt <= now {
+      var entry = entry
+      let timestamp = now / 1000
+      let event = entry.entry.event
+      let signature = signer.signature(id: event.id, timestamp: timestamp, body: event.body)
+      for endpoint in entry.pending.sorted() {
+        if start(event, to: endpoint, timestamp: timestamp, signature: signature, handle: handle) {
+          entry.inFlight += 1
+        } else {
+          entry.lastResult = "could not start the request"
+        }
+      }
+      held[handle] = entry
+      if entry.inFlight == 0 { attemptDone(handle, now: now) }
+    }
+  }
+
+  private func start(
+    _ event: WebhookEvent, to endpoint: Int, timestamp: Int64, signature: String, handle: String
+  ) -> Bool {
+    guard let easy = curl_easy_init() else { return false }
+    var headers: UnsafeMutablePointer<curl_slist>?
+    for line in [
+      "Content-Type: application/json", "webhook-id: \(event.id)",
+      "webhook-timestamp: \(timestamp)", "webhook-signature: \(signature)",
+      // No 100-continue round trip before the body.
+      "Expect:",
+    ] {
+      headers = curl_slist_append(headers, line)
+    }
+    let tag = nextTag
+    nextTag += 1
+    let prepared = cdc_easy_prepare(
+      easy, settings.endpoints[endpoint].url, event.body, event.body.count, headers, tag,
+      settings.timeoutMs)
+    guard prepared == CURLE_OK, curl_multi_add_handle(shared.multi.handle, easy) == CURLM_OK
+    else {
+      curl_easy_cleanup(easy)
+      curl_slist_free_all(headers)
+      return false
+    }
+    transfers[tag] = Transfer(entryHandle: handle, endpoint: endpoint, easy: easy, headers: headers)
+    return true
+  }
+
+  private func finish(_ easy: UnsafeMutableRawPointer, result: CURLcode, now: Int64) {
+    let tag = cdc_easy_tag(easy)
+    guard let transfer = transfers[tag] else { return }
+    let status = cdc_easy_status(easy)
+    drop(tag)
+    guard var entry = held[transfer.entryHandle] else { return }
+    entry.inFlight -= 1
+    if result == CURLE_OK && (200..<300).contains(status) {
+      entry.pending.remove(transfer.endpoint)
+    } else if result == CURLE_OK {
+      entry.lastResult = "HTTP \(status)"
+    } else {
+      entry.lastResult = String(cString: curl_easy_strerror(result))
+    }
+    held[transfer.entryHandle] = entry
+    if entry.inFlight == 0 { attemptDone(transfer.entryHandle, now: now) }
+  }
+
+  private func drop(_ tag: Int) {
+    guard let transfer = transfers.removeValue(forKey: tag) else { return }
+    curl_multi_remove_handle(shared.multi.handle, transfer.easy)
+    curl_easy_cleanup(transfer.easy)
+    curl_slist_free_all(transfer.headers)
+  }
+
+  /// Every request of an attempt has answered: settle the entry, or
+  /// schedule its next try.
+  private func attemptDone(_ handle: String, now: Int64) {
+    guard var entry = held[handle] else { return }
+    if entry.pending.isEmpty {
+      held[handle] = nil
+      // Counted before the outbox hears of it, so whoever sees it settled sees it counted.
+      let latency = Double(max(0, now - entry.entry.event.timestamp))
+      let queued = held.count
+      shared.stats.withLock {
+        $0.queued = queued
+        $0.delivered += 1
+        $0.latencyMs.observe(latency)
+      }
+      settle("delivered") { try outbox.delivered(entry.entry) }
+      return
+    }
+    entry.attempts = entry.attempts < Int.max ? entry.attempts + 1 : Int.max
+    let decision = settings.policy.next(
+      attempts: entry.attempts, now: now, changedAt: entry.entry.event.timestamp,
+      jitter: jitter())
+    switch decision {
+    case .retry(let at):
+      entry.dueAt = at
+      held[handle] = entry
+      shared.stats.withLock { $0.retried += 1 }
+      settle("retry") { [attempts = entry.attempts] in
+        try outbox.retry(entry.entry, attempts: attempts, at: at)
+      }
+    case .giveUp:
+      held[handle] = nil
+      let queued = held.count
+      shared.stats.withLock {
+        $0.queued = queued
+        $0.dead += 1
+      }
+      let event = entry.entry.event
+      log.warn(
+        "webhook_dead",
+        [
+          "id": LogValue(event.id), "type": LogValue(event.type.rawValue),
+          "session": LogValue(event.session), "attempts": LogValue(entry.attempts),
+          "last": LogValue(entry.lastResult),
+          "msg": LogValue("given up after the retry window (--webhook-retry-for)"),
+        ])
+      settle("dead") { try outbox.dead(entry.entry) }
+    }
+  }
+
+  // MARK: Bookkeeping
+
+  /// An outbox that fails to record a settlement hands the entry out again
+  /// later: a repeat, never a loss.
+  private func settle(_ operation: String, _ call: () throws -> Void) {
+    do { try call() } catch { outboxFailed(operation, error) }
+  }
+
+  private func outboxFailed(_ operation: String, _ error: any Error) {
+    log.warn(
+      "webhook_outbox_failed",
+      ["operation": LogValue(operation), "error": LogValue(String(describing: error))])
+  }
+
+  private func publishQueued() {
+    let count = held.count
+    shared.stats.withLock { $0.queued = count }
+  }
+
+  /// Until the next poll of the outbox or the next retry due, whichever is
+  /// first; curl's own timers (timeouts) cut it short by themselves.
+  private func pollTimeout(now: Int64) -> Int {
+    var wait = Int64(settings.pollMs)
+    if let lastTake {
+      wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
+    } else if held.count < settings.maxInFlight {
+      wait = 0
+    }
+    for entry in held.values where entry.inFlight == 0 {
+      wait = min(wait, max(0, entry.dueAt - now))
+    }
+    return Int(max(0, wait))
+  }
+}
