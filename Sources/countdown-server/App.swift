@@ -94,8 +94,11 @@ final class App {
     // Every session's durable facts are loaded, and the deadline heap
     // rebuilt, before the listener opens.
     var sessions = openSessions()
+    var hubConfig = options.hub
+    // With webhooks on, every change is recorded with its event (the outbox).
+    hubConfig.recordsEvents = options.webhook.enabled
     let hub = Hub(
-      config: options.hub, epoch: sessions.epoch ?? Hub.randomEpoch(),
+      config: hubConfig, epoch: sessions.epoch ?? Hub.randomEpoch(),
       sequencer: sessions.cluster
         ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
     sessions.cluster?.hub = hub
@@ -123,6 +126,10 @@ final class App {
       server.addReadinessCheck("ready_file") { access(readyFile, F_OK) == 0 }
     }
     let deliverer = makeDeliverer(sessions, server: server)
+    if let deliverer {
+      // The writer thread wakes it after each commit that recorded events.
+      sessions.store?.onEventsRecorded = { deliverer.wake() }
+    }
     deliverer?.start()
 
     do {
@@ -339,7 +346,8 @@ final class App {
   /// Where events wait for delivery: the SQLite store's outbox table, or the
   /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
   private func makeOutbox(_ sessions: Sessions) -> (any WebhookOutbox)? {
-    nil
+    if let store = sessions.store { return store }
+    return nil
   }
 
   private func registerMetrics(on server: CountdownServer, hub: Hub) {
