@@ -257,6 +257,41 @@ final class Wakes: Sendable {
     #expect(try rowCount(fixture.path) == 13)
   }
 
+  /// While the writer commits 2,000 events in many transactions, another thread takes and settles them through its own connection: each is handed out exactly once, and the table ends empty.
+  @Test func deliveryBesideTheWriterHandsEachOutOnce() async throws {
+    let fixture = try Fixture(sync: .normal)
+    defer { fixture.finish() }
+    let total = 2000
+    let store = fixture.store
+    let delivery = Task.detached { () throws -> [String] in
+      var seen: [String] = []
+      while seen.count < total {
+        let taken = try store.take(limit: 64, now: Int64.max)
+        for entry in taken { try store.delivered(entry) }
+        seen += taken.map(\.event.id)
+        if taken.isEmpty { await Task.yield() }
+      }
+      return seen
+    }
+    var written: [String] = []
+    for index in 0..<total {
+      let record = SessionRecord(
+        .running(endsAt: t0 + 5000), duration: 5, seq: UInt64(index), revision: 1, updatedAt: t0)
+      let recorded = event(.started, "s\(index % 50)", record)
+      written.append(recorded.id)
+      fixture.store.write(
+        .save(
+          session: recorded.session, record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
+          events: [recorded]))
+      if index % 100 == 99 { _ = fixture.completions.wait(for: index + 1) }
+    }
+    let seen = try await delivery.value
+    #expect(seen.count == total)
+    #expect(Set(seen) == Set(written))
+    #expect(try fixture.store.take(limit: 10, now: Int64.max).isEmpty)
+    #expect(try rowCount(fixture.path) == 0)
+  }
+
   /// A version-5 file (before the outbox) with a session and a remembered answer is migrated in place to version 6: both load, and events can be recorded and taken.
   @Test func migratesVersionFive() throws {
     let directory = try TemporaryDirectory()
