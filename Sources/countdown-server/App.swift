@@ -126,10 +126,6 @@ final class App {
       server.addReadinessCheck("ready_file") { access(readyFile, F_OK) == 0 }
     }
     let deliverer = makeDeliverer(sessions, server: server)
-    if let deliverer {
-      // The writer thread wakes it after each commit that recorded events.
-      sessions.store?.onEventsRecorded = { deliverer.wake() }
-    }
     deliverer?.start()
 
     do {
@@ -334,6 +330,8 @@ final class App {
     let deliverer = WebhookDeliverer(
       settings: settings, outbox: outbox, clock: { clock.nowMilliseconds() }, log: log)
     server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
+    // The store's writer wakes it after each commit that recorded events.
+    sessions.store?.onEventsRecorded = { deliverer.wake() }
     log.info(
       "webhooks_on",
       [
