@@ -208,6 +208,25 @@ extension HoldingStore {
     #expect(hub.record(of: "s")?.status == .running(endsAt: t0 + 12_005))
   }
 
+  /// A start whose write is durable only after its own deadline is adopted finished, and that finish is recorded once, from the start's record, at its deadline.
+  @Test func runStoredPastItsDeadlineIsRecordedOnAdoption() throws {
+    let store = HoldingStore()
+    let hub = hub(store)
+    let id = hub.join("s", now: t0)
+    hub.receive(Array(#"{"op":"start","seconds":1}"#.utf8), from: id, now: t0)
+    hub.advance(now: t0 + 1200)
+    #expect(store.finishes.isEmpty)
+    store.completeAll(hub, now: t0 + 1500)
+    #expect(hub.record(of: "s")?.phase == .finished)
+    for step in 1...4 { hub.advance(now: t0 + 1500 + Int64(step) * 500) }
+    let finishes = store.finishes
+    try #require(finishes.count == 1)
+    #expect(finishes[0].record.status == .running(endsAt: t0 + 1000))
+    #expect(finishes[0].record.revision == 1)
+    #expect(finishes[0].event.timestamp == t0 + 1000)
+    #expect(store.events.map(\.type) == [.started, .finished])
+  }
+
   /// A key rotation, even on a finished session, records no event.
   @Test func keyRotationRecordsNothing() {
     let store = HoldingStore()
