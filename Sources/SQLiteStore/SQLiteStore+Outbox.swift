@@ -230,7 +230,9 @@ extension SQLiteStore: WebhookOutbox {
   public func retry(_ entry: OutboxEntry, attempts: Int, at: Int64) throws {
     guard let row = Int64(entry.handle) else { return }
     outbox.withLock { state in
-      state.book.retries[row] = OutboxBook.RetryMark(attempts: max(0, attempts), at: at)
+      // Within what a row may hold, so a restart reads it back.
+      let kept = min(max(0, attempts), Int(OutboxStatements.maxAttempts))
+      state.book.retries[row] = OutboxBook.RetryMark(attempts: kept, at: at)
     }
   }
 

@@ -93,6 +93,34 @@ final class Wakes: Sendable {
     #expect(later.map(\.attempts) == [4])
   }
 
+  /// A retry's attempts and time at their edges (Int.max and -1 tries, a time of ±2^63) are stored within range and read back after a reopen: never due before Int64.max, due at once at Int64.min.
+  @Test func retryEdgesSurviveReopen() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let record = started()
+    for index in 0..<2 {
+      fixture.store.write(
+        .save(
+          session: "s\(index)", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
+          events: [event(.started, "s\(index)", record)]))
+    }
+    _ = fixture.completions.wait(for: 2)
+    let taken = try fixture.store.take(limit: 2, now: t0)
+    try #require(taken.count == 2)
+    try fixture.store.retry(taken[0], attempts: Int.max, at: Int64.max)
+    try fixture.store.retry(taken[1], attempts: -1, at: Int64.min)
+    fixture.store.close()
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    defer { reopened.close() }
+    let now = try reopened.take(limit: 5, now: Int64.min)
+    #expect(now.map(\.event.session) == ["s1"])
+    #expect(now.map(\.attempts) == [0])
+    #expect(try reopened.take(limit: 5, now: Int64.max - 1).isEmpty)
+    let last = try reopened.take(limit: 5, now: Int64.max)
+    #expect(last.map(\.event.session) == ["s0"])
+    #expect(last.map(\.attempts) == [Int(OutboxStatements.maxAttempts)])
+  }
+
   /// `take` hands out at most `limit`, oldest first, and nothing for a limit of 0, -1 or Int.min; Int.max is bounded, not a trap.
   @Test func takeLimitEdges() throws {
     let fixture = try Fixture()
