@@ -248,7 +248,10 @@ public final class SQLiteStore: SessionStore, Sendable {
       if !writes.isEmpty {
         queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
-        let failure = commit(writes)
+        // Deliveries settled since the last commit ride along: no commit of their own.
+        let settled = outbox.withLock { $0.book.settled }
+        let failure = commit(writes, deletingEvents: settled)
+        if failure == nil, !settled.isEmpty { outbox.withLock { $0.book.deleted(settled) } }
         let elapsed = ContinuousClock.now - started
         kept = failure == nil ? [] : writes.filter(\.isKeptOnFailure)
         retryWait = failure == nil ? Self.firstRetryWait : min(retryWait * 2, Self.longestRetryWait)
@@ -280,9 +283,11 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// One transaction for the whole batch; on any failure it is rolled back.
-  private func commit(_ writes: [StoreWrite]) -> StoreError? {
+  private func commit(_ writes: [StoreWrite], deletingEvents settled: [Int64]) -> StoreError? {
     do throws(StoreError) {
-      try withDatabase { database throws(StoreError) in try database.commit(writes) }
+      try withDatabase { database throws(StoreError) in
+        try database.commit(writes, deletingEvents: settled)
+      }
       return nil
     } catch {
       return error
@@ -458,8 +463,10 @@ final class Database {
     )
   }
 
-  func commit(_ writes: [StoreWrite]) throws(StoreError) {
+  /// `writes`, and the deletion of the outbox rows `settled`, in one transaction.
+  func commit(_ writes: [StoreWrite], deletingEvents settled: [Int64] = []) throws(StoreError) {
     try transactions.run { () throws(StoreError) in
+      for row in settled { try outbox.statements.delete.run([.integer(row)]) }
       for write in writes {
         switch write {
         case .save(let session, let record, let keyHash, _, let events):

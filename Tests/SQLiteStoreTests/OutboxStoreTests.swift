@@ -38,7 +38,7 @@ final class Wakes: Sendable {
     return count
   }
 
-  /// A save's events are in the outbox once its record is, exactly as built; a row handed out is not handed out again, and a delivered one is gone after the next take.
+  /// A save's events are in the outbox once its record is, exactly as built; a row handed out is not handed out again, and a settled one is deleted by the writer's next commit, which it costs nothing more.
   @Test func savedEventsAreTakenOnceAndDeletedWhenDelivered() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
@@ -58,9 +58,35 @@ final class Wakes: Sendable {
     #expect(try fixture.store.take(limit: 10, now: t0 + 1).isEmpty)
     try fixture.store.delivered(taken[0])
     try fixture.store.dead(taken[1])
-    #expect(try rowCount(fixture.path) == 2)
     #expect(try fixture.store.take(limit: 10, now: t0 + 2).isEmpty)
+    #expect(try rowCount(fixture.path) == 2)
+    let commits = fixture.store.stats.commits
+    fixture.store.write(save("c", record, ticket: 3))
+    _ = fixture.completions.wait(for: 3)
+    #expect(fixture.store.stats.commits == commits + 1)
     #expect(try rowCount(fixture.path) == 0)
+    #expect(try fixture.store.take(limit: 10, now: t0 + 3).isEmpty)
+  }
+
+  /// With no commit of the writer's to ride on, settled rows are deleted by the delivery side's own transaction once the quiet interval has passed.
+  @Test func settledRowsAreDeletedWhenTheWriterIsQuiet() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let record = started()
+    fixture.store.write(
+      .save(
+        session: "a", record: record, keyHash: nil, ticket: Ticket(1),
+        events: [event(.started, "a", record)]))
+    _ = fixture.completions.wait(for: 1)
+    let taken = try fixture.store.take(limit: 10, now: t0)
+    try fixture.store.delivered(try #require(taken.first))
+    _ = try fixture.store.take(limit: 10, now: t0)
+    #expect(try rowCount(fixture.path) == 1)
+    fixture.store.outbox.withLock { $0.book.quietFlush = .zero }
+    let commits = fixture.store.stats.commits
+    #expect(try fixture.store.take(limit: 10, now: t0).isEmpty)
+    #expect(try rowCount(fixture.path) == 0)
+    #expect(fixture.store.stats.commits == commits)
   }
 
   /// What was handed out but not settled when the store closed is handed out again after a reopen, with its attempts and not before its retry time; what was settled is not.
@@ -317,6 +343,9 @@ final class Wakes: Sendable {
     #expect(seen.count == total)
     #expect(Set(seen) == Set(written))
     #expect(try fixture.store.take(limit: 10, now: Int64.max).isEmpty)
+    // The last settled rows ride on the next commit.
+    fixture.store.write(save("last", SessionRecord(), ticket: UInt64(total)))
+    _ = fixture.completions.wait(for: total + 1)
     #expect(try rowCount(fixture.path) == 0)
   }
 
@@ -368,6 +397,9 @@ final class Wakes: Sendable {
     #expect(taken.map(\.event) == [recorded])
     try store.delivered(taken[0])
     #expect(try store.take(limit: 5, now: t0).isEmpty)
+    store.write(
+      .save(session: "n", record: record, keyHash: nil, ticket: Ticket(2)))
+    _ = completions.wait(for: 2)
     let left = try store.withDatabase { database throws(StoreError) in
       var count: Int64 = -1
       try database.connection.prepare("SELECT count(*) FROM outbox").query { count = $0.integer(0) }
