@@ -31,6 +31,20 @@ final class Wakes: Sendable {
     WebhookEvent(type, session: session, record: record, at: record.updatedAt, config: config)
   }
 
+  /// A ticketed save of `started()` with its one event, as `LocalSequencer` writes it.
+  @discardableResult
+  func saveWithEvent(
+    _ type: WebhookEventType, _ session: String, ticket: Int, to store: SQLiteStore
+  ) -> WebhookEvent {
+    let record = started()
+    let recorded = event(type, session, record)
+    store.write(
+      .save(
+        session: session, record: record, keyHash: nil, ticket: Ticket(UInt64(ticket)),
+        events: [recorded]))
+    return recorded
+  }
+
   func rowCount(_ path: String, _ table: String = "outbox") throws -> Int64 {
     var count: Int64 = -1
     try Connection.open(path: path, readOnly: true).prepare("SELECT count(*) FROM \(table)")
@@ -73,10 +87,7 @@ final class Wakes: Sendable {
     let fixture = try Fixture()
     defer { fixture.finish() }
     let record = started()
-    fixture.store.write(
-      .save(
-        session: "a", record: record, keyHash: nil, ticket: Ticket(1),
-        events: [event(.started, "a", record)]))
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
     _ = fixture.completions.wait(for: 1)
     let taken = try fixture.store.take(limit: 10, now: t0)
     try fixture.store.delivered(try #require(taken.first))
@@ -96,10 +107,7 @@ final class Wakes: Sendable {
     let record = started()
     let types: [WebhookEventType] = [.started, .paused, .resumed]
     for (index, type) in types.enumerated() {
-      fixture.store.write(
-        .save(
-          session: "s", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
-          events: [event(type, "s", record)]))
+      saveWithEvent(type, "s", ticket: index, to: fixture.store)
     }
     _ = fixture.completions.wait(for: 3)
     let taken = try fixture.store.take(limit: 3, now: t0)
@@ -125,10 +133,7 @@ final class Wakes: Sendable {
     defer { fixture.finish() }
     let record = started()
     for index in 0..<2 {
-      fixture.store.write(
-        .save(
-          session: "s\(index)", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
-          events: [event(.started, "s\(index)", record)]))
+      saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
     }
     _ = fixture.completions.wait(for: 2)
     let taken = try fixture.store.take(limit: 2, now: t0)
@@ -153,10 +158,7 @@ final class Wakes: Sendable {
     defer { fixture.finish() }
     let record = started()
     for index in 0..<5 {
-      fixture.store.write(
-        .save(
-          session: "s\(index)", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
-          events: [event(.started, "s\(index)", record)]))
+      saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
     }
     _ = fixture.completions.wait(for: 5)
     for limit in [0, -1, Int.min] {
@@ -181,10 +183,7 @@ final class Wakes: Sendable {
       CREATE TRIGGER refuse_event BEFORE INSERT ON outbox
         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
       """)
-    fixture.store.write(
-      .save(
-        session: "a", record: record, keyHash: nil, ticket: Ticket(1),
-        events: [event(.started, "a", record)]))
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
     let first = fixture.completions.wait(for: 1)
     guard case .unavailable = first[0].outcome else {
       Issue.record("stored: \(first[0].outcome)")
@@ -197,10 +196,7 @@ final class Wakes: Sendable {
       CREATE TRIGGER refuse_session BEFORE INSERT ON sessions
         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
       """)
-    fixture.store.write(
-      .save(
-        session: "b", record: record, keyHash: nil, ticket: Ticket(2),
-        events: [event(.started, "b", record)]))
+    saveWithEvent(.started, "b", ticket: 2, to: fixture.store)
     let second = fixture.completions.wait(for: 2)
     guard case .unavailable = second[1].outcome else {
       Issue.record("stored: \(second[1].outcome)")
@@ -413,10 +409,7 @@ final class Wakes: Sendable {
     let fixture = try Fixture()
     defer { fixture.finish() }
     let record = started()
-    fixture.store.write(
-      .save(
-        session: "s", record: record, keyHash: nil, ticket: Ticket(1),
-        events: [event(.started, "s", record)]))
+    saveWithEvent(.started, "s", ticket: 1, to: fixture.store)
     _ = fixture.completions.wait(for: 1)
     let taken = try fixture.store.take(limit: 5, now: t0)
     try fixture.store.delivered(try #require(taken.first))
