@@ -174,8 +174,9 @@ private func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
   }
 }
 
-/// A blocking connection, for start-up only (before the listener opens):
-/// loading the function library and agreeing on the cluster epoch.
+/// A blocking connection, never on the service thread: at start-up (before
+/// the listener opens) loading the function library and agreeing on the
+/// cluster epoch, and the webhook delivery thread's own (`StreamOutbox`).
 public final class BlockingRedis {
   private let raw: UnsafeMutablePointer<redisContext>
 

@@ -4,6 +4,10 @@ import Dispatch
 import Observability
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// What the deliverer has done, for `/metrics`: read from any thread.
 public struct DeliveryStats: Sendable, Equatable {
   /// Entries the deliverer holds now: being sent, or waiting for a retry.
@@ -54,7 +58,10 @@ public final class WebhookDeliverer: Sendable {
     }
   }
 
-  private let loop: DeliveryLoop
+  private let settings: Settings
+  private let clock: @Sendable () -> Int64
+  private let log: Logger
+  private let jitter: @Sendable () -> Double
   private let shared: DeliveryShared
   private let finished = DispatchSemaphore(value: 0)
   private let state = Mutex(Phase.idle)
@@ -64,13 +71,16 @@ public final class WebhookDeliverer: Sendable {
   /// `clock` is epoch ms on the clock the changes were stamped with;
   /// `jitter` draws in [0, 1) for the backoff.
   public init(
-    settings: Settings, outbox: any WebhookOutbox, clock: @escaping @Sendable () -> Int64,
-    log: Logger, jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    settings: Settings, outbox: sending any WebhookOutbox,
+    clock: @escaping @Sendable () -> Int64, log: Logger,
+    jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
   ) {
     precondition(cdc_global_init() == CURLE_OK, "libcurl could not initialise")
-    shared = DeliveryShared()
-    loop = DeliveryLoop(
-      settings: settings, outbox: outbox, clock: clock, log: log, jitter: jitter, shared: shared)
+    self.settings = settings
+    self.clock = clock
+    self.log = log
+    self.jitter = jitter
+    shared = DeliveryShared(outbox: outbox)
   }
 
   /// Starts the delivery thread. Call once.
@@ -81,10 +91,15 @@ public final class WebhookDeliverer: Sendable {
       return true
     }
     guard starting else { return }
-    let loop = loop
+    let (settings, clock, log, jitter, shared) = (settings, clock, log, jitter, shared)
     let finished = finished
     DispatchQueue(label: "webhook-delivery").async {
-      loop.run()
+      if let outbox = shared.outbox.withLock({ $0.take() }) {
+        DeliveryLoop(
+          settings: settings, outbox: outbox, clock: clock, log: log, jitter: jitter,
+          shared: shared
+        ).run()
+      }
       finished.signal()
     }
   }
@@ -93,7 +108,7 @@ public final class WebhookDeliverer: Sendable {
   /// after an event is committed. Any thread; cheap.
   public func wake() {
     shared.wakeRequested.store(true, ordering: .releasing)
-    shared.multi.wakeUp()
+    shared.wakeUp()
   }
 
   /// Stops taking, drops the transfers under way (their entries stay in the
@@ -104,7 +119,7 @@ public final class WebhookDeliverer: Sendable {
       return phase == .running
     }
     shared.stopping.store(true, ordering: .releasing)
-    shared.multi.wakeUp()
+    shared.wakeUp()
     if wasRunning { finished.wait() }
   }
 
@@ -113,49 +128,68 @@ public final class WebhookDeliverer: Sendable {
   deinit { stop() }
 }
 
-/// What the delivery thread shares with the others.
+/// What the delivery thread shares with the others: counters, flags, and a
+/// pipe that `curl_multi_poll` watches, so another thread can end its wait
+/// without touching the multi handle, which stays on the delivery thread.
 final class DeliveryShared: Sendable {
   let stats = Mutex(DeliveryStats())
   let stopping = Atomic(false)
   let wakeRequested = Atomic(false)
-  let multi = CurlMulti()
-}
+  /// Handed to the delivery thread when it starts, which alone uses it after.
+  let outbox: Mutex<(any WebhookOutbox)?>
+  /// The pipe's ends: the poll watches the first, a wake-up writes the second.
+  let wakeReader: Int32
+  let wakeWriter: Int32
 
-/// libcurl's multi handle. Only `curl_multi_wakeup` is called from other
-/// threads, which libcurl allows; every other call is on the delivery thread.
-final class CurlMulti: @unchecked Sendable {
-  let handle: UnsafeMutableRawPointer
-
-  init() {
-    guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed") }
-    self.handle = handle
+  init(outbox: sending any WebhookOutbox) {
+    self.outbox = Mutex(outbox)
+    var ends: [Int32] = [-1, -1]
+    precondition(pipe(&ends) == 0, "pipe failed: \(errno)")
+    for end in ends {
+      _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+      _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+    }
+    (wakeReader, wakeWriter) = (ends[0], ends[1])
   }
 
-  func wakeUp() { _ = curl_multi_wakeup(handle) }
+  /// A full pipe already holds a wake-up, so a failed write loses none.
+  func wakeUp() {
+    var byte: UInt8 = 1
+    _ = write(wakeWriter, &byte, 1)
+  }
 
-  deinit { curl_multi_cleanup(handle) }
+  /// Empties the pipe once the poll has seen it.
+  func drainWakeUps() {
+    var bytes = [UInt8](repeating: 0, count: 64)
+    while read(wakeReader, &bytes, bytes.count) > 0 {}
+  }
+
+  deinit {
+    close(wakeReader)
+    close(wakeWriter)
+  }
 }
 
-/// The delivery thread's own state: made on the caller's thread, then used
-/// by the delivery thread alone (`run`), hence unchecked.
-final class DeliveryLoop: @unchecked Sendable {
-  private let settings: DeliveryLoopSettings
+/// The delivery thread's own state, made on that thread and used there
+/// only: the multi handle, its transfers, and the entries held.
+final class DeliveryLoop {
+  private let settings: WebhookDeliverer.Settings
   private let outbox: any WebhookOutbox
   private let clock: @Sendable () -> Int64
   private let log: Logger
   private let jitter: @Sendable () -> Double
   private let shared: DeliveryShared
   private let signer: StandardWebhookSigner
+  private let multi: UnsafeMutableRawPointer
 
-  /// An entry being sent or waiting for its next try.
   private struct Held {
     var entry: OutboxEntry
     /// Endpoints (by index) that have not answered 2xx yet.
     var pending: Set<Int>
     var inFlight = 0
     var attempts: Int
-    /// When the next try is due, epoch ms; meaningless while in flight.
-    var dueAt: Int64
+    /// Its key in `due`.
+    let slot: Int32
     /// What the last failed request got: an HTTP status or curl's error.
     var lastResult = ""
   }
@@ -168,11 +202,17 @@ final class DeliveryLoop: @unchecked Sendable {
   }
 
   private var held: [String: Held] = [:]
+  /// When each held entry that is not in flight is due, by slot: the next
+  /// try is found in O(log n), however many are held.
+  private var due = DeadlineHeap()
+  /// The handle in each slot, and the slots free for reuse.
+  private var handles: [String?] = []
+  private var freeSlots: [Int32] = []
   private var transfers: [Int: Transfer] = [:]
   private var nextTag = 1
   private var lastTake: Int64?
-
-  typealias DeliveryLoopSettings = WebhookDeliverer.Settings
+  /// The last take filled every free slot, so the outbox may hold more.
+  private var moreWaiting = false
 
   init(
     settings: WebhookDeliverer.Settings, outbox: any WebhookOutbox,
@@ -186,10 +226,14 @@ final class DeliveryLoop: @unchecked Sendable {
     self.jitter = jitter
     self.shared = shared
     signer = StandardWebhookSigner(secret: settings.secret)
+    guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
+    self.multi = multi
   }
 
+  deinit { curl_multi_cleanup(multi) }
+
   func run() {
-    let multi = shared.multi.handle
+    var wakeUps = [curl_waitfd(fd: shared.wakeReader, events: Int16(CURL_WAIT_POLLIN), revents: 0)]
     while !shared.stopping.load(ordering: .acquiring) {
       var now = clock()
       takeIfDue(now: now)
@@ -203,28 +247,32 @@ final class DeliveryLoop: @unchecked Sendable {
         finish(done, result: result, now: now)
       }
       publishQueued()
-      var woken: Int32 = 0
-      _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeout(now: clock())), &woken)
+      wakeUps[0].revents = 0
+      _ = curl_multi_poll(multi, &wakeUps, 1, Int32(pollTimeout(now: clock())), nil)
+      if wakeUps[0].revents != 0 { shared.drainWakeUps() }
     }
     for tag in Array(transfers.keys) { drop(tag) }
-    held = [:]
+    for handle in Array(held.keys) { release(handle) }
     publishQueued()
   }
 
   // MARK: Taking from the outbox
 
   private func takeIfDue(now: Int64) {
-    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     let free = settings.maxInFlight - held.count
+    // Full: a wake-up is kept for when a slot frees.
     guard free > 0 else { return }
+    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     // A clock stepped back counts as due, so a step cannot stall the poll.
     let pollDue = lastTake.map { now - $0 >= Int64(settings.pollMs) || now < $0 } ?? true
-    guard woken || pollDue else { return }
+    guard woken || pollDue || moreWaiting else { return }
     lastTake = now
     let entries: [OutboxEntry]
     do {
       entries = try outbox.take(limit: free, now: now)
     } catch {
+      // Asked again at the next poll, not at once: a failing outbox is not spun on.
+      moreWaiting = false
       outboxFailed("take", error)
       return
     }
@@ -234,19 +282,40 @@ final class DeliveryLoop: @unchecked Sendable {
         settle("delivered") { try outbox.delivered(entry) }
         continue
       }
-      held[entry.handle] = Held(
-        entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
-        dueAt: now)
+      hold(entry, dueAt: now)
     }
-    // A full batch means more may be waiting: ask again at once next turn.
-    if entries.count >= free && held.count < settings.maxInFlight { lastTake = nil }
+    // A full batch means more may be waiting: ask again as soon as a slot is free.
+    moreWaiting = entries.count >= free
   }
 
   // MARK: Sending
 
+  private func hold(_ entry: OutboxEntry, dueAt: Int64) {
+    let slot: Int32
+    if let free = freeSlots.popLast() {
+      slot = free
+      handles[Int(slot)] = entry.handle
+    } else {
+      slot = Int32(handles.count)
+      handles.append(entry.handle)
+    }
+    held[entry.handle] = Held(
+      entry: entry, pending: Set(settings.endpoints.indices), attempts: max(0, entry.attempts),
+      slot: slot)
+    due.set(slot, to: dueAt)
+  }
+
+  /// Settled, or dropped at the end: the slot is free again.
+  private func release(_ handle: String) {
+    guard let entry = held.removeValue(forKey: handle) else { return }
+    due.set(entry.slot, to: nil)
+    handles[Int(entry.slot)] = nil
+    freeSlots.append(entry.slot)
+  }
+
   private func startDue(now: Int64) {
-    for (handle, entry) in held where entry.inFlight == 0 && entry.dueAt <= now {
-      var entry = entry
+    while let slot = due.popDue(now: now) {
+      guard let handle = handles[Int(slot)], var entry = held[handle] else { continue }
       let timestamp = now / 1000
       let event = entry.entry.event
       let signature = signer.signature(id: event.id, timestamp: timestamp, body: event.body)
@@ -280,7 +349,7 @@ final class DeliveryLoop: @unchecked Sendable {
     let prepared = cdc_easy_prepare(
       easy, settings.endpoints[endpoint].url, event.body, event.body.count, headers, tag,
       settings.timeoutMs)
-    guard prepared == CURLE_OK, curl_multi_add_handle(shared.multi.handle, easy) == CURLM_OK
+    guard prepared == CURLE_OK, curl_multi_add_handle(multi, easy) == CURLM_OK
     else {
       curl_easy_cleanup(easy)
       curl_slist_free_all(headers)
@@ -310,7 +379,7 @@ final class DeliveryLoop: @unchecked Sendable {
 
   private func drop(_ tag: Int) {
     guard let transfer = transfers.removeValue(forKey: tag) else { return }
-    curl_multi_remove_handle(shared.multi.handle, transfer.easy)
+    curl_multi_remove_handle(multi, transfer.easy)
     curl_easy_cleanup(transfer.easy)
     curl_slist_free_all(transfer.headers)
   }
@@ -320,7 +389,7 @@ final class DeliveryLoop: @unchecked Sendable {
   private func attemptDone(_ handle: String, now: Int64) {
     guard var entry = held[handle] else { return }
     if entry.pending.isEmpty {
-      held[handle] = nil
+      release(handle)
       // Counted before the outbox hears of it, so whoever sees it settled sees it counted.
       let latency = Double(max(0, now - entry.entry.event.timestamp))
       let queued = held.count
@@ -338,14 +407,14 @@ final class DeliveryLoop: @unchecked Sendable {
       jitter: jitter())
     switch decision {
     case .retry(let at):
-      entry.dueAt = at
       held[handle] = entry
+      due.set(entry.slot, to: at)
       shared.stats.withLock { $0.retried += 1 }
       settle("retry") { [attempts = entry.attempts] in
         try outbox.retry(entry.entry, attempts: attempts, at: at)
       }
     case .giveUp:
-      held[handle] = nil
+      release(handle)
       let queued = held.count
       shared.stats.withLock {
         $0.queued = queued
@@ -387,13 +456,21 @@ final class DeliveryLoop: @unchecked Sendable {
   /// first; curl's own timers (timeouts) cut it short by themselves.
   private func pollTimeout(now: Int64) -> Int {
     var wait = Int64(settings.pollMs)
-    if let lastTake {
-      wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
-    } else if held.count < settings.maxInFlight {
-      wait = 0
+    if held.count < settings.maxInFlight {
+      if moreWaiting || lastTake == nil {
+        wait = 0
+      } else if let lastTake {
+        wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
+      }
     }
-    for entry in held.values where entry.inFlight == 0 {
-      wait = min(wait, max(0, entry.dueAt - now))
+    if let earliest = due.earliest {
+      // A retry time at either end of Int64 (a stepped clock) neither traps nor wraps.
+      let (until, overflow) = earliest.subtractingReportingOverflow(now)
+      if overflow {
+        if earliest < now { wait = 0 }
+      } else {
+        wait = min(wait, max(0, until))
+      }
     }
     return Int(max(0, wait))
   }

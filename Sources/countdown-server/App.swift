@@ -235,7 +235,9 @@ final class App {
       let redisClock = RedisClock(local: wallClock)
       let epoch = try RedisSequencer.prepare(
         redis, password: password, proposedEpoch: Hub.randomEpoch(), clock: redisClock)
-      let settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+      var settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+      // Each command records its event in the events stream, in its own call.
+      settings.recordsEvents = options.webhook.enabled
       // hiredis runs on the service thread's loop, outside lws's callbacks:
       // its results change the hub at once, and the server pushes them.
       let cluster = RedisSequencer(settings: settings, clock: redisClock)
@@ -329,9 +331,10 @@ final class App {
     let clock = sessions.clock
     let deliverer = WebhookDeliverer(
       settings: settings, outbox: outbox, clock: { clock.nowMilliseconds() }, log: log)
-    server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
-    // The store's writer wakes it after each commit that recorded events.
+    // The writer thread wakes it after each commit that recorded an event.
     sessions.store?.onEventsRecorded = { deliverer.wake() }
+    server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
+    sessions.cluster?.onEventsRecorded = { deliverer.wake() }
     log.info(
       "webhooks_on",
       [
@@ -343,9 +346,20 @@ final class App {
 
   /// Where events wait for delivery: the SQLite store's outbox table, or the
   /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
-  private func makeOutbox(_ sessions: Sessions) -> (any WebhookOutbox)? {
+  private func makeOutbox(_ sessions: Sessions) -> sending (any WebhookOutbox)? {
     if let store = sessions.store { return store }
+    if let cluster = sessions.cluster { return streamOutbox(cluster) }
     return nil
+  }
+
+  /// The cluster's: the events stream, read in the group under this
+  /// instance's name, on the delivery thread's own connection.
+  private func streamOutbox(_ cluster: RedisSequencer) -> sending StreamOutbox {
+    var settings = StreamOutbox.Settings(
+      address: cluster.settings.address, password: cluster.settings.password,
+      consumer: cluster.instance)
+    settings.claimAfterMs = Int64(options.testWebhookClaimMs)
+    return StreamOutbox(settings: settings, config: SessionConfig.Shared(options.hub.session))
   }
 
   private func registerMetrics(on server: CountdownServer, hub: Hub) {

@@ -232,4 +232,51 @@ import Testing
     deliverer.wake()
     #expect(outbox.state.wait(seconds: 5) { $0.calls.contains(.delivered("woken")) })
   }
+
+  /// After a full batch the outbox is asked again as soon as a slot frees, not at the next poll.
+  @Test func aFullBatchIsFollowedAtOnce() throws {
+    let receiver = try Receiver { _, _ in 200 }
+    let outbox = MemoryOutbox()
+    for index in 0..<5 {
+      outbox.add(sampleEvent(seq: UInt64(index + 1), at: Self.now()), handle: "\(index)")
+    }
+    let settings = WebhookDeliverer.Settings(
+      endpoints: [try WebhookEndpoint(parsing: receiver.url)], secret: Self.secret,
+      maxInFlight: 2, pollMs: 60_000)
+    let deliverer = WebhookDeliverer(
+      settings: settings, outbox: outbox, clock: { Self.now() },
+      log: Logger(level: .error, format: .json))
+    deliverer.start()
+    defer { deliverer.stop() }
+    // With a minute between polls, only the follow-up takes can deliver all five in time.
+    #expect(
+      outbox.state.wait(seconds: 10) {
+        $0.calls.filter { if case .delivered = $0 { true } else { false } }.count == 5
+      })
+  }
+
+  /// A take that fails is logged and tried again at the next poll, not in a busy loop.
+  @Test func aFailingTakeIsRetriedAtThePoll() throws {
+    let outbox = MemoryOutbox()
+    outbox.state.update { $0.failTakes = true }
+    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "webhook-take-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
+    ).path
+    let fd = open(logPath, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+    defer {
+      close(fd)
+      unlink(logPath)
+    }
+    let log = Logger(level: .info, format: .json, output: fd)
+    let deliverer = try Self.deliverer(["http://127.0.0.1:9/"], outbox: outbox, log: log)
+    let started = Date()
+    deliverer.start()
+    #expect(outbox.state.wait { $0.calls.count >= 4 })
+    deliverer.stop()
+    // Four takes with the 50 ms poll between them take at least 150 ms.
+    #expect(Date().timeIntervalSince(started) >= 0.15)
+    log.flush()
+    let text = try String(contentsOfFile: logPath, encoding: .utf8)
+    #expect(text.contains("\"webhook_outbox_failed\"") && text.contains("\"operation\":\"take\""))
+  }
 }

@@ -12,13 +12,15 @@ final class Watched<State>: @unchecked Sendable {
 
   init(_ state: State) { self.state = state }
 
-  func update<Result>(_ body: (inout State) -> Result) -> Result {
+  func update<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+    throws(Failure) -> Result
+  {
     condition.lock()
     defer {
       condition.broadcast()
       condition.unlock()
     }
-    return body(&state)
+    return try body(&state)
   }
 
   var value: State { update { $0 } }
@@ -49,7 +51,11 @@ final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {
     var waiting: [(entry: OutboxEntry, at: Int64)] = []
     var calls: [Call] = []
     var handedOut: Set<String> = []
+    /// `take` throws while set, as an outbox whose database is gone would.
+    var failTakes = false
   }
+
+  struct Broken: Error {}
 
   let state = Watched(State())
 
@@ -60,8 +66,9 @@ final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {
   }
 
   func take(limit: Int, now: Int64) throws -> [OutboxEntry] {
-    state.update { state in
+    try state.update { state throws(Broken) in
       state.calls.append(.take(limit: limit))
+      if state.failTakes { throw Broken() }
       var taken: [OutboxEntry] = []
       for item in state.waiting
       where taken.count < limit && item.at <= now && !state.handedOut.contains(item.entry.handle) {
