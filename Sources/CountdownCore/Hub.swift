@@ -601,7 +601,7 @@ public final class Hub {
       transition(handle) { $0.advance(now: now) }
       if let finish {
         sequencer.finishedByItself(
-          session: sessions[handle].id, record: finish.record, event: finish.event)
+          session: finish.event.session, record: finish.record, event: finish.event)
       }
     }
   }
