@@ -345,6 +345,45 @@ final class Wakes: Sendable {
     #expect(try rowCount(fixture.path) == 0)
   }
 
+  /// A hub on a real file: a 1 s run's start and its elapsing are in the outbox once; after a reopen well past the deadline, a new hub's restore records nothing more, and a run that was still going at the first stop but ended while down is recorded then, once.
+  @Test func hubOnAFileRecordsEachFinishOnce() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let config = HubConfig(recordsEvents: true)
+    let first = Hub(config: config, sequencer: LocalSequencer(store: fixture.store))
+    for (session, seconds) in [("short", 1), ("long", 30)] {
+      guard case .joined(let viewer) = first.connect(session: session, peer: "192.0.2.1", now: t0)
+      else {
+        Issue.record("join refused")
+        return
+      }
+      first.receive(Array(#"{"op":"start","seconds":\#(seconds)}"#.utf8), from: viewer, now: t0)
+    }
+    for completion in fixture.completions.wait(for: 2) {
+      first.complete(completion.ticket, completion.outcome, now: t0 + 5)
+    }
+    for step in 1...4 { first.advance(now: t0 + Int64(step) * 500) }
+    fixture.store.close()
+
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    defer { reopened.close() }
+    let before = try reopened.take(limit: 10, now: t0 + 2000)
+    #expect(before.map(\.event.type) == [.started, .started, .finished])
+    #expect(before.last?.event.session == "short")
+    #expect(before.last?.event.timestamp == t0 + 1000)
+    let second = Hub(config: config, sequencer: LocalSequencer(store: reopened))
+    second.restore(try reopened.load().sessions, now: t0 + 60_000)
+    for entry in before { try reopened.delivered(entry) }
+    // A commit, so the restore's writes and the settled rows are all stored.
+    reopened.onCompleted = fixture.completions.handler
+    reopened.write(save("marker", SessionRecord(), ticket: 9))
+    _ = fixture.completions.wait(for: 3)
+    let after = try reopened.take(limit: 10, now: t0 + 60_000)
+    #expect(after.map(\.event.session) == ["long"])
+    #expect(after.map(\.event.timestamp) == [t0 + 30_000])
+    #expect(try rowCount(fixture.path) == 1)
+  }
+
   /// A version-5 file (before the outbox) with a session and a remembered answer is migrated in place to version 6: both load, and events can be recorded and taken.
   @Test func migratesVersionFive() throws {
     let directory = try TemporaryDirectory()
