@@ -127,7 +127,7 @@ private final class HeldStore: SessionStore {
   var held: [(session: String, record: SessionRecord, ticket: Ticket)] = []
 
   func write(_ write: StoreWrite) {
-    if case .save(let session, let record, _, let ticket?) = write {
+    if case .save(let session, let record, _, let ticket?, _) = write {
       held.append((session, record, ticket))
     }
   }
