@@ -72,34 +72,42 @@ def wait_outbox_empty(data_dir: Path) -> None:
 
 @run_async
 async def test_kill_9_between_a_finish_and_its_delivery(data_dir, receiver):
-    """A wait is done while the receiver answers 500 to its finish; the server is killed
-    with SIGKILL after that refusal; after the restart the same event (same webhook-id,
-    same body) arrives and is taken with a 2xx, and the outbox empties."""
-    session = sid()
+    """A wait is done, and a 1 s run elapses, while the receiver answers 500 to every
+    finish; the server is killed with SIGKILL after both were refused; after the restart
+    the same events (same webhook-id, same body) arrive and are taken with a 2xx, and the
+    outbox empties."""
+    done, elapsed = sid("d"), sid("e")
     receiver.answer = lambda e: 500 if e["body"]["type"] == "session.finished" else 200
     srv = server(data_dir, receiver)
     try:
-        c = await Client.connect(srv.ws_url(session))
+        c = await Client.connect(srv.ws_url(done))
         await c.command({"op": "wait", "label": "Deploying"})
         await c.command({"op": "done", "label": "Deployed"})
         await c.close()
-        refused = receiver.wait_for(lambda ev: of(ev, session, "session.finished", 500),
-                                    "refused finish")
+        d = await Client.connect(srv.ws_url(elapsed))
+        await d.command({"op": "start", "seconds": 1})
+        await d.close()
+        refused = receiver.wait_for(
+            lambda ev: of(ev, done, "session.finished", 500) and of(ev, elapsed, "session.finished", 500),
+            "refused finishes")
     finally:
         crash(srv)
-    first = of(refused, session, "session.finished")[0]
-    assert first["body"]["data"]["outcome"] == "done", first
-    assert of(refused, session, "session.waiting", 200), refused
+    first = {s: of(refused, s, "session.finished")[0] for s in (done, elapsed)}
+    assert first[done]["body"]["data"]["outcome"] == "done", first
+    assert first[elapsed]["body"]["data"]["outcome"] == "elapsed", first
+    assert of(refused, done, "session.waiting", 200), refused
     receiver.answer = lambda e: 200
     srv = server(data_dir, receiver, "--port", str(srv.port))
     try:
-        events = receiver.wait_for(lambda ev: of(ev, session, "session.finished", 200),
-                                   "finish after the restart")
-        delivered = of(events, session, "session.finished", 200)[0]
-        assert delivered["id"] == first["id"]
-        assert delivered["body"] == first["body"]
-        assert delivered["body"]["data"]["state"]["phase"] == "finished"
-        assert delivered["body"]["data"]["state"]["label"] == "Deployed"
+        events = receiver.wait_for(
+            lambda ev: of(ev, done, "session.finished", 200) and of(ev, elapsed, "session.finished", 200),
+            "finishes after the restart")
+        for session in (done, elapsed):
+            delivered = of(events, session, "session.finished", 200)[0]
+            assert delivered["id"] == first[session]["id"]
+            assert delivered["body"] == first[session]["body"]
+            assert delivered["body"]["data"]["state"]["phase"] == "finished"
+        assert of(events, done, "session.finished", 200)[0]["body"]["data"]["state"]["label"] == "Deployed"
         wait_outbox_empty(data_dir)
     finally:
         srv.stop_and_check()
