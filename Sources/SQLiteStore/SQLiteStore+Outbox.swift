@@ -46,6 +46,14 @@ struct OutboxStatements {
       "UPDATE outbox SET attempts = ?, next_at = ? WHERE id = ?")
   }
 
+  /// Inside a transaction: settled rows deleted, retried ones rescheduled.
+  func store(settled: [Int64], retries: [Int64: OutboxBook.RetryMark]) throws(StoreError) {
+    for row in settled { try delete.run([.integer(row)]) }
+    for (row, mark) in retries {
+      try reschedule.run([.integer(Int64(mark.attempts)), .integer(mark.at), .integer(row)])
+    }
+  }
+
   /// Inside the writer's transaction.
   func record(_ event: WebhookEvent) throws(StoreError) {
     try insert.run([
@@ -127,7 +135,8 @@ struct OutboxBook: Sendable {
   var handedOut: Set<Int64> = []
   /// Rows that failed their checks, logged once and skipped from then on.
   var damaged: Set<Int64> = []
-  /// Settled rows, deleted in the writer's next transaction, or by the
+  /// Settled rows, deleted in the writer's next transaction (and the
+  /// retries with them), or by the
   /// delivery side's own once `quietFlush` passed with no commit (and at
   /// `close`): a delivery costs no commit of its own while the server
   /// writes anything else. A crash before then sends them again, which at
@@ -138,7 +147,7 @@ struct OutboxBook: Sendable {
   /// Failed tries to store: attempts and the next try's time, by row.
   var retries: [Int64: RetryMark] = [:]
 
-  struct RetryMark: Sendable {
+  struct RetryMark: Equatable, Sendable {
     var attempts: Int
     var at: Int64
   }
@@ -154,12 +163,14 @@ struct OutboxBook: Sendable {
     settled.append(row)
   }
 
-  /// The writer's commit deleted `rows`.
-  mutating func deleted(_ rows: [Int64]) {
+  /// A commit stored these: the rows deleted, and the marks (unless a
+  /// newer one came meanwhile).
+  mutating func stored(_ rows: [Int64], _ marks: [Int64: RetryMark] = [:]) {
     let gone = Set(rows)
     settled.removeAll { gone.contains($0) }
     handedOut.subtract(gone)
     if settled.isEmpty { settledSince = nil }
+    for (row, mark) in marks where retries[row] == mark { retries[row] = nil }
   }
 
   /// Stores the retries since the last flush and, when `all` or the writer
@@ -170,16 +181,11 @@ struct OutboxBook: Sendable {
       all || settledSince.map { ContinuousClock.now - $0 >= quietFlush } == true
       ? settled : []
     guard !settling.isEmpty || !retries.isEmpty else { return }
+    let marks = retries
     try database.transactions.run { () throws(StoreError) in
-      for row in settling { try database.statements.delete.run([.integer(row)]) }
-      for (row, mark) in retries {
-        try database.statements.reschedule.run([
-          .integer(Int64(mark.attempts)), .integer(mark.at), .integer(row),
-        ])
-      }
+      try database.statements.store(settled: settling, retries: marks)
     }
-    deleted(settling)
-    retries = [:]
+    stored(settling, marks)
   }
 
   /// Up to `limit` due rows not handed out yet, oldest first; damaged rows

@@ -248,10 +248,12 @@ public final class SQLiteStore: SessionStore, Sendable {
       if !writes.isEmpty {
         queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
-        // Deliveries settled since the last commit ride along: no commit of their own.
-        let settled = outbox.withLock { $0.book.settled }
-        let failure = commit(writes, deletingEvents: settled)
-        if failure == nil, !settled.isEmpty { outbox.withLock { $0.book.deleted(settled) } }
+        // What the deliverer settled or retried since rides along: no commit of its own.
+        let (settled, retries) = outbox.withLock { ($0.book.settled, $0.book.retries) }
+        let failure = commit(writes, outbox: (settled, retries))
+        if failure == nil, !settled.isEmpty || !retries.isEmpty {
+          outbox.withLock { $0.book.stored(settled, retries) }
+        }
         let elapsed = ContinuousClock.now - started
         kept = failure == nil ? [] : writes.filter(\.isKeptOnFailure)
         retryWait = failure == nil ? Self.firstRetryWait : min(retryWait * 2, Self.longestRetryWait)
@@ -283,10 +285,12 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// One transaction for the whole batch; on any failure it is rolled back.
-  private func commit(_ writes: [StoreWrite], deletingEvents settled: [Int64]) -> StoreError? {
+  private func commit(
+    _ writes: [StoreWrite], outbox: (settled: [Int64], retries: [Int64: OutboxBook.RetryMark])
+  ) -> StoreError? {
     do throws(StoreError) {
       try withDatabase { database throws(StoreError) in
-        try database.commit(writes, deletingEvents: settled)
+        try database.commit(writes, settled: outbox.settled, retries: outbox.retries)
       }
       return nil
     } catch {
@@ -463,10 +467,12 @@ final class Database {
     )
   }
 
-  /// `writes`, and the deletion of the outbox rows `settled`, in one transaction.
-  func commit(_ writes: [StoreWrite], deletingEvents settled: [Int64] = []) throws(StoreError) {
+  /// `writes`, and what the delivery side settled and retried, in one transaction.
+  func commit(
+    _ writes: [StoreWrite], settled: [Int64] = [], retries: [Int64: OutboxBook.RetryMark] = [:]
+  ) throws(StoreError) {
     try transactions.run { () throws(StoreError) in
-      for row in settled { try outbox.statements.delete.run([.integer(row)]) }
+      try outbox.statements.store(settled: settled, retries: retries)
       for write in writes {
         switch write {
         case .save(let session, let record, let keyHash, _, let events):

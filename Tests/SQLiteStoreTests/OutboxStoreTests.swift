@@ -82,6 +82,23 @@ final class Wakes: Sendable {
     #expect(try fixture.store.take(limit: 10, now: t0 + 3).isEmpty)
   }
 
+  /// A failed try's attempts and next time are stored by the writer's next commit, before any take.
+  @Test func retriesRideOnTheWritersCommit() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
+    _ = fixture.completions.wait(for: 1)
+    let taken = try fixture.store.take(limit: 10, now: t0)
+    try fixture.store.retry(try #require(taken.first), attempts: 3, at: t0 + 7000)
+    fixture.store.write(save("b", started(), ticket: 2))
+    _ = fixture.completions.wait(for: 2)
+    var stored: [Int64] = []
+    try Connection.open(path: fixture.path, readOnly: true).prepare(
+      "SELECT attempts, next_at FROM outbox"
+    ).query { row in stored = [row.integer(0), row.integer(1)] }
+    #expect(stored == [3, t0 + 7000])
+  }
+
   /// With no commit of the writer's to ride on, settled rows are deleted by the delivery side's own transaction once the quiet interval has passed.
   @Test func settledRowsAreDeletedWhenTheWriterIsQuiet() throws {
     let fixture = try Fixture()
