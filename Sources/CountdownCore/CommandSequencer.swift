@@ -77,9 +77,10 @@ public protocol CommandSequencer: AnyObject {
   /// `Hub.complete` (by a store, say), before the hub acts on it.
   func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64)
   /// A run elapsed or a wait timed out with no command (webhooks on): in
-  /// `Hub.advance`, or while the server was down (`Hub.restore`). `record`
-  /// is the running or waiting record it finished from. A sequencer that
-  /// records events elsewhere (a cluster's function) ignores it.
+  /// `Hub.advance`, as a record durable only after its deadline is adopted,
+  /// or while the server was down (`Hub.restore`). `record` is the running
+  /// or waiting record it finished from. A sequencer that records events
+  /// elsewhere (a cluster's function) ignores it.
   func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent)
 }
 

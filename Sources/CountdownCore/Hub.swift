@@ -601,9 +601,21 @@ public final class Hub {
       transition(handle) { $0.advance(now: now) }
       if let finish {
         sequencer.finishedByItself(
-          session: sessions[handle].id, record: finish.record, event: finish.event)
+          session: finish.event.session, record: finish.record, event: finish.event)
       }
     }
+  }
+
+  /// A record durable only after its own deadline (a commit slower than the
+  /// run's last second) is adopted finished, and no timer will see that
+  /// finish: it is recorded here instead, once, as `advance` would have.
+  private func recordFinishOnAdoption(_ handle: SessionHandle, _ record: SessionRecord, now: Int64)
+  {
+    guard config.recordsEvents, sessions[handle].machine.revision == record.revision,
+      let finish = WebhookEvent.finish(
+        of: record, session: sessions[handle].id, by: now, config: sessionConfig)
+    else { return }
+    sequencer.finishedByItself(session: sessions[handle].id, record: record, event: finish)
   }
 
   /// The finish `advance(now:)` is about to make of a run or wait, with the
@@ -679,6 +691,7 @@ public final class Hub {
     switch outcome {
     case .applied(let record):
       transition(pending.session) { $0.adopt(record, now: now) }
+      recordFinishOnAdoption(pending.session, record, now: now)
       // The place a start held becomes its run's, if a run began.
       if pending.holdsAddressPlace, sessions[pending.session].machine.phase.holdsAddressPlace,
         startedFrom[pending.session] == nil

@@ -6,14 +6,16 @@ import Observability
 /// (`StoreWrite.save`, `.remember` and `.finish` carry the events), so a
 /// change that is durable has its event durable too, and a `kill -9` cannot
 /// leave one without the other. The delivery thread reads the rows through
-/// its own connection (WAL lets it read beside the writer) and deletes each
-/// once it is settled.
+/// its own connection (WAL lets it read beside the writer); a settled row is
+/// deleted in the writer's next transaction, so a delivery costs no commit
+/// of its own while the server writes anything else.
 struct OutboxStatements {
   /// Schema step 5 → 6. `next_at` is 0 until a try fails; then the epoch ms
-  /// of the next try, so a restart keeps the backoff.
+  /// of the next try, so a restart keeps the backoff. AUTOINCREMENT, so a
+  /// row id the delivery side still holds is never a new row's.
   static let createTable = """
     CREATE TABLE outbox (
-      id INTEGER PRIMARY KEY,
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
       event_id TEXT NOT NULL,
       type TEXT NOT NULL,
       session TEXT NOT NULL,
@@ -42,6 +44,14 @@ struct OutboxStatements {
     delete = try connection.prepare("DELETE FROM outbox WHERE id = ?")
     reschedule = try connection.prepare(
       "UPDATE outbox SET attempts = ?, next_at = ? WHERE id = ?")
+  }
+
+  /// Inside a transaction: settled rows deleted, retried ones rescheduled.
+  func store(settled: [Int64], retries: [Int64: OutboxBook.RetryMark]) throws(StoreError) {
+    for row in settled { try delete.run([.integer(row)]) }
+    for (row, mark) in retries {
+      try reschedule.run([.integer(Int64(mark.attempts)), .integer(mark.at), .integer(row)])
+    }
   }
 
   /// Inside the writer's transaction.
@@ -96,20 +106,14 @@ struct OutboxStatements {
   }
 }
 
-/// A connection's outbox statements and its own transaction statements.
+/// The outbox statements on one connection, and its transactions.
 final class OutboxDatabase {
-  let connection: Connection
   let statements: OutboxStatements
-  let begin: Statement
-  let commit: Statement
-  let rollback: Statement
+  let transactions: Transactions
 
-  init(_ connection: Connection) throws(StoreError) {
-    self.connection = connection
-    statements = try OutboxStatements(connection)
-    begin = try connection.prepare("BEGIN IMMEDIATE")
-    commit = try connection.prepare("COMMIT")
-    rollback = try connection.prepare("ROLLBACK")
+  init(statements: OutboxStatements, transactions: Transactions) {
+    self.statements = statements
+    self.transactions = transactions
   }
 
   /// The delivery thread's own connection to a file the store has open.
@@ -118,7 +122,8 @@ final class OutboxDatabase {
     // The writer's commits hold the write lock briefly: wait them out.
     try connection.execute("PRAGMA busy_timeout = 5000")
     try connection.execute("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
-    return try OutboxDatabase(connection)
+    return OutboxDatabase(
+      statements: try OutboxStatements(connection), transactions: try Transactions(connection))
   }
 }
 
@@ -130,41 +135,57 @@ struct OutboxBook: Sendable {
   var handedOut: Set<Int64> = []
   /// Rows that failed their checks, logged once and skipped from then on.
   var damaged: Set<Int64> = []
-  /// Settled rows, deleted in one transaction at the next `take` (or at
-  /// `close`): a delivery costs no commit of its own. A crash before then
-  /// sends them again, which at least once allows.
+  /// Settled rows, deleted in the writer's next transaction (and the
+  /// retries with them), or by the
+  /// delivery side's own once `quietFlush` passed with no commit (and at
+  /// `close`): a delivery costs no commit of its own while the server
+  /// writes anything else. A crash before then sends them again, which at
+  /// least once allows.
   var settled: [Int64] = []
+  /// When the oldest row of `settled` was settled.
+  var settledSince: ContinuousClock.Instant?
   /// Failed tries to store: attempts and the next try's time, by row.
   var retries: [Int64: RetryMark] = [:]
 
-  struct RetryMark: Sendable {
+  struct RetryMark: Equatable, Sendable {
     var attempts: Int
     var at: Int64
   }
 
   var hasWrites: Bool { !settled.isEmpty || !retries.isEmpty }
 
-  /// Stores what was settled or retried since the last flush, in one
-  /// transaction; on failure it is all kept to try again.
-  mutating func flush(_ database: OutboxDatabase) throws(StoreError) {
-    guard hasWrites else { return }
-    if database.connection.inTransaction { try database.rollback.run() }
-    try database.begin.run()
-    do throws(StoreError) {
-      for row in settled { try database.statements.delete.run([.integer(row)]) }
-      for (row, mark) in retries {
-        try database.statements.reschedule.run([
-          .integer(Int64(mark.attempts)), .integer(mark.at), .integer(row),
-        ])
-      }
-      try database.commit.run()
-    } catch {
-      if database.connection.inTransaction { try? database.rollback.run() }
-      throw error
+  /// How long settled rows wait for a commit of the writer's to ride on.
+  var quietFlush = Duration.seconds(5)
+
+  mutating func settle(_ row: Int64) {
+    retries[row] = nil
+    if settled.isEmpty { settledSince = .now }
+    settled.append(row)
+  }
+
+  /// A commit stored these: the rows deleted, and the marks (unless a
+  /// newer one came meanwhile).
+  mutating func stored(_ rows: [Int64], _ marks: [Int64: RetryMark] = [:]) {
+    let gone = Set(rows)
+    settled.removeAll { gone.contains($0) }
+    handedOut.subtract(gone)
+    if settled.isEmpty { settledSince = nil }
+    for (row, mark) in marks where retries[row] == mark { retries[row] = nil }
+  }
+
+  /// Stores the retries since the last flush and, when `all` or the writer
+  /// has been quiet for `quietFlush`, the settled rows, in one transaction;
+  /// on failure it is all kept to try again.
+  mutating func flush(_ database: OutboxDatabase, all: Bool) throws(StoreError) {
+    let settling =
+      all || settledSince.map { ContinuousClock.now - $0 >= quietFlush } == true
+      ? settled : []
+    guard !settling.isEmpty || !retries.isEmpty else { return }
+    let marks = retries
+    try database.transactions.run { () throws(StoreError) in
+      try database.statements.store(settled: settling, retries: marks)
     }
-    for row in settled { handedOut.remove(row) }
-    settled = []
-    retries = [:]
+    stored(settling, marks)
   }
 
   /// Up to `limit` due rows not handed out yet, oldest first; damaged rows
@@ -172,7 +193,7 @@ struct OutboxBook: Sendable {
   mutating func take(
     _ database: OutboxDatabase, limit: Int, now: Int64
   ) throws(StoreError) -> ([OutboxEntry], [(handle: Int64, reason: String)]) {
-    try flush(database)
+    try flush(database, all: false)
     guard limit > 0 else { return ([], []) }
     let wanted = min(limit, Self.maxTake)
     var entries: [OutboxEntry] = []
@@ -241,16 +262,15 @@ extension SQLiteStore: WebhookOutbox {
   public func retry(_ entry: OutboxEntry, attempts: Int, at: Int64) throws {
     guard let row = Int64(entry.handle) else { return }
     outbox.withLock { state in
-      state.book.retries[row] = OutboxBook.RetryMark(attempts: max(0, attempts), at: at)
+      // Within what a row may hold, so a restart reads it back.
+      let kept = min(max(0, attempts), Int(OutboxStatements.maxAttempts))
+      state.book.retries[row] = OutboxBook.RetryMark(attempts: kept, at: at)
     }
   }
 
   private func settle(_ entry: OutboxEntry) {
     guard let row = Int64(entry.handle) else { return }
-    outbox.withLock { state in
-      state.book.retries[row] = nil
-      state.book.settled.append(row)
-    }
+    outbox.withLock { $0.book.settle(row) }
   }
 
   /// Stores what the delivery side settled since its last `take`, and
@@ -268,7 +288,7 @@ extension SQLiteStore: WebhookOutbox {
 
   private func flushOnClose() {
     do throws(StoreError) {
-      try withOutbox { book, database throws(StoreError) in try book.flush(database) }
+      try withOutbox { book, database throws(StoreError) in try book.flush(database, all: true) }
     } catch {
       // Not lost: the rows stay, and the next run delivers them again.
       Logger.shared.warn(

@@ -248,7 +248,12 @@ public final class SQLiteStore: SessionStore, Sendable {
       if !writes.isEmpty {
         queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
-        let failure = commit(writes)
+        // What the deliverer settled or retried since rides along: no commit of its own.
+        let (settled, retries) = outbox.withLock { ($0.book.settled, $0.book.retries) }
+        let failure = commit(writes, outbox: (settled, retries))
+        if failure == nil, !settled.isEmpty || !retries.isEmpty {
+          outbox.withLock { $0.book.stored(settled, retries) }
+        }
         let elapsed = ContinuousClock.now - started
         kept = failure == nil ? [] : writes.filter(\.isKeptOnFailure)
         retryWait = failure == nil ? Self.firstRetryWait : min(retryWait * 2, Self.longestRetryWait)
@@ -280,9 +285,13 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// One transaction for the whole batch; on any failure it is rolled back.
-  private func commit(_ writes: [StoreWrite]) -> StoreError? {
+  private func commit(
+    _ writes: [StoreWrite], outbox: (settled: [Int64], retries: [Int64: OutboxBook.RetryMark])
+  ) -> StoreError? {
     do throws(StoreError) {
-      try withDatabase { database throws(StoreError) in try database.commit(writes) }
+      try withDatabase { database throws(StoreError) in
+        try database.commit(writes, settled: outbox.settled, retries: outbox.retries)
+      }
       return nil
     } catch {
       return error
@@ -360,12 +369,39 @@ public struct SetAside: Equatable, Sendable {
   }
 }
 
+/// `BEGIN IMMEDIATE` … `COMMIT` on one connection, rolled back on any failure.
+final class Transactions {
+  private let connection: Connection
+  private let begin: Statement
+  private let commit: Statement
+  private let rollback: Statement
+
+  init(_ connection: Connection) throws(StoreError) {
+    self.connection = connection
+    begin = try connection.prepare("BEGIN IMMEDIATE")
+    commit = try connection.prepare("COMMIT")
+    rollback = try connection.prepare("ROLLBACK")
+  }
+
+  func run(_ body: () throws(StoreError) -> Void) throws(StoreError) {
+    // A rollback that failed last time would make every BEGIN fail from now on.
+    if connection.inTransaction { try rollback.run() }
+    try begin.run()
+    do throws(StoreError) {
+      try body()
+      try commit.run()
+    } catch {
+      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
+      if connection.inTransaction { try? rollback.run() }
+      throw error
+    }
+  }
+}
+
 /// The open connection and its prepared statements.
 final class Database {
   let connection: Connection
-  let begin: Statement
-  let commitTransaction: Statement
-  let rollback: Statement
+  let transactions: Transactions
   let upsertSession: Statement
   let deleteSession: Statement
   let selectSessions: Statement
@@ -381,7 +417,9 @@ final class Database {
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
     idempotency = try IdempotencyStatements(connection)
-    outbox = try OutboxDatabase(connection)
+    transactions = try Transactions(connection)
+    outbox = OutboxDatabase(
+      statements: try OutboxStatements(connection), transactions: transactions)
     // Only the row as the run or wait left it: a command stored since
     // moved its revision on, and came first.
     settleSession = try connection.prepare(
@@ -391,9 +429,6 @@ final class Database {
         timeout_at = ?12, wait_label = ?13, outcome = ?14
       WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting')
       """)
-    begin = try connection.prepare("BEGIN IMMEDIATE")
-    commitTransaction = try connection.prepare("COMMIT")
-    rollback = try connection.prepare("ROLLBACK")
     upsertSession = try connection.prepare(
       """
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
@@ -432,11 +467,12 @@ final class Database {
     )
   }
 
-  func commit(_ writes: [StoreWrite]) throws(StoreError) {
-    // A rollback that failed last time would make every BEGIN fail from now on.
-    if connection.inTransaction { try rollback.run() }
-    try begin.run()
-    do throws(StoreError) {
+  /// `writes`, and what the delivery side settled and retried, in one transaction.
+  func commit(
+    _ writes: [StoreWrite], settled: [Int64] = [], retries: [Int64: OutboxBook.RetryMark] = [:]
+  ) throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
+      try outbox.statements.store(settled: settled, retries: retries)
       for write in writes {
         switch write {
         case .save(let session, let record, let keyHash, _, let events):
@@ -455,25 +491,15 @@ final class Database {
           if connection.changes > 0 { try outbox.statements.record(event) }
         }
       }
-      try commitTransaction.run()
-    } catch {
-      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 
   func setAside(_ damaged: [(id: [UInt8], setAside: SetAside)], now: Int64) throws(StoreError) {
-    try begin.run()
-    do throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
       for (id, entry) in damaged {
         try setAside.run([.text(entry.reason), .integer(now), .blob(id)])
         try deleteSetAside.run([.blob(id)])
       }
-      try commitTransaction.run()
-    } catch {
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 

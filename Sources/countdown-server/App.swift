@@ -94,8 +94,11 @@ final class App {
     // Every session's durable facts are loaded, and the deadline heap
     // rebuilt, before the listener opens.
     var sessions = openSessions()
+    var hubConfig = options.hub
+    // With webhooks on, every change is recorded with its event (the outbox).
+    hubConfig.recordsEvents = options.webhook.enabled
     let hub = Hub(
-      config: options.hub, epoch: sessions.epoch ?? Hub.randomEpoch(),
+      config: hubConfig, epoch: sessions.epoch ?? Hub.randomEpoch(),
       sequencer: sessions.cluster
         ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
     sessions.cluster?.hub = hub

@@ -17,6 +17,8 @@ final class HoldingStore: SessionStore {
     }
   }
 
+  var hasUnfinished: Bool { !unfinished.isEmpty }
+
   var remembered: [IdempotencyEntry] {
     writes.compactMap { if case .remember(let entry, _, _, _) = $0 { entry } else { nil } }
   }

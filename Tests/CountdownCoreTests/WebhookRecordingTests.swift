@@ -3,31 +3,10 @@ import Testing
 
 @testable import CountdownCore
 
-/// A store that keeps every write, and makes a ticketed one durable only
-/// when the test says, as the writer thread would after its commit.
-final class EventRecordingStore: SessionStore {
-  var writes: [StoreWrite] = []
-  private var unfinished: [StoreWrite] = []
-
-  func write(_ write: StoreWrite) {
-    writes.append(write)
-    switch write {
-    case .save(_, _, _, .some, _), .remember: unfinished.append(write)
-    case .save, .delete, .finish: break
-    }
-  }
-
+extension HoldingStore {
   /// Completes every ticketed write still waiting, oldest first.
   func completeAll(_ hub: Hub, now: Int64) {
-    while !unfinished.isEmpty {
-      switch unfinished.removeFirst() {
-      case .save(_, let record, _, let ticket?, _):
-        hub.complete(ticket, .applied(record), now: now)
-      case .remember(let entry, _, let ticket, _):
-        hub.complete(ticket, entry.answer.outcome, now: now)
-      default: break
-      }
-    }
+    while hasUnfinished { complete(hub, now: now) }
   }
 
   /// Every event written so far, in order, whatever write carried it.
@@ -55,13 +34,13 @@ final class EventRecordingStore: SessionStore {
 @Suite struct WebhookRecordingTests {
   let t0: Int64 = 1_700_000_000_000
 
-  func hub(_ store: EventRecordingStore, recordsEvents: Bool = true) -> Hub {
+  func hub(_ store: HoldingStore, recordsEvents: Bool = true) -> Hub {
     Hub(
       config: HubConfig(recordsEvents: recordsEvents), sequencer: LocalSequencer(store: store))
   }
 
   func send(
-    _ hub: Hub, _ store: EventRecordingStore, _ json: String, from id: ConnectionID, now: Int64
+    _ hub: Hub, _ store: HoldingStore, _ json: String, from id: ConnectionID, now: Int64
   ) {
     hub.receive(Array(json.utf8), from: id, now: now)
     store.completeAll(hub, now: now)
@@ -78,7 +57,7 @@ final class EventRecordingStore: SessionStore {
 
   /// With webhooks off, neither a command nor a run that elapses records an event.
   @Test func nothingIsRecordedWhenOff() {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store, recordsEvents: false)
     let id = hub.join("s", now: t0)
     send(hub, store, #"{"op":"start","seconds":5}"#, from: id, now: t0)
@@ -90,7 +69,7 @@ final class EventRecordingStore: SessionStore {
 
   /// Each command that changes the session records its own event in the same write as its record; a refused one records nothing.
   @Test func eachCommandRecordsItsEventWithItsRecord() throws {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let id = hub.join("s", now: t0)
     let commands: [(String, WebhookEventType?)] = [
@@ -125,7 +104,7 @@ final class EventRecordingStore: SessionStore {
 
   /// A keyed command's event is remembered in the same write as its answer; a remembered refusal carries none.
   @Test func keyedCommandRecordsItsEventWithItsAnswer() {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let id = hub.join("s", now: t0)
     hub.submit(.start(.seconds(60), finishedLabel: nil), idempotencyKey: "k1", from: id, now: t0)
@@ -141,7 +120,7 @@ final class EventRecordingStore: SessionStore {
 
   /// A run that elapses is recorded once, at its deadline, from the running record, with outcome elapsed; later ticks record nothing more.
   @Test func elapsedRunIsRecordedOnce() throws {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let id = hub.join("s", now: t0)
     send(hub, store, #"{"op":"start","seconds":3,"finishedLabel":"Go"}"#, from: id, now: t0)
@@ -160,7 +139,7 @@ final class EventRecordingStore: SessionStore {
 
   /// A wait past its timeout is recorded once with outcome timeout, and a wait without one never finishes by itself.
   @Test func timedOutWaitIsRecordedOnce() throws {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let a = hub.join("a", now: t0)
     let b = hub.join("b", now: t0)
@@ -176,7 +155,7 @@ final class EventRecordingStore: SessionStore {
 
   /// At start-up a run or wait whose deadline passed while the server was down is recorded then, at its deadline; one still to come, or paused, is not.
   @Test func restoreRecordsDeadlinesPassedWhileDown() throws {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let down = t0 + 60_000
     hub.restore(
@@ -208,7 +187,7 @@ final class EventRecordingStore: SessionStore {
 
   /// A start sequenced just past a deadline the hub's timer has not reached carries the old run's finish in its own write, and the hub's late finish then names the replaced revision, which the store skips.
   @Test func commandPastAnUnseenDeadlineCarriesTheFinish() throws {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = hub(store)
     let id = hub.join("s", now: t0)
     send(hub, store, #"{"op":"start","seconds":2}"#, from: id, now: t0)
@@ -229,9 +208,28 @@ final class EventRecordingStore: SessionStore {
     #expect(hub.record(of: "s")?.status == .running(endsAt: t0 + 12_005))
   }
 
+  /// A start whose write is durable only after its own deadline is adopted finished, and that finish is recorded once, from the start's record, at its deadline.
+  @Test func runStoredPastItsDeadlineIsRecordedOnAdoption() throws {
+    let store = HoldingStore()
+    let hub = hub(store)
+    let id = hub.join("s", now: t0)
+    hub.receive(Array(#"{"op":"start","seconds":1}"#.utf8), from: id, now: t0)
+    hub.advance(now: t0 + 1200)
+    #expect(store.finishes.isEmpty)
+    store.completeAll(hub, now: t0 + 1500)
+    #expect(hub.record(of: "s")?.phase == .finished)
+    for step in 1...4 { hub.advance(now: t0 + 1500 + Int64(step) * 500) }
+    let finishes = store.finishes
+    try #require(finishes.count == 1)
+    #expect(finishes[0].record.status == .running(endsAt: t0 + 1000))
+    #expect(finishes[0].record.revision == 1)
+    #expect(finishes[0].event.timestamp == t0 + 1000)
+    #expect(store.events.map(\.type) == [.started, .finished])
+  }
+
   /// A key rotation, even on a finished session, records no event.
   @Test func keyRotationRecordsNothing() {
-    let store = EventRecordingStore()
+    let store = HoldingStore()
     let hub = Hub(
       config: HubConfig(control: .key, recordsEvents: true),
       sequencer: LocalSequencer(store: store))

@@ -31,6 +31,20 @@ final class Wakes: Sendable {
     WebhookEvent(type, session: session, record: record, at: record.updatedAt, config: config)
   }
 
+  /// A ticketed save of `started()` with its one event, as `LocalSequencer` writes it.
+  @discardableResult
+  func saveWithEvent(
+    _ type: WebhookEventType, _ session: String, ticket: Int, to store: SQLiteStore
+  ) -> WebhookEvent {
+    let record = started()
+    let recorded = event(type, session, record)
+    store.write(
+      .save(
+        session: session, record: record, keyHash: nil, ticket: Ticket(UInt64(ticket)),
+        events: [recorded]))
+    return recorded
+  }
+
   func rowCount(_ path: String, _ table: String = "outbox") throws -> Int64 {
     var count: Int64 = -1
     try Connection.open(path: path, readOnly: true).prepare("SELECT count(*) FROM \(table)")
@@ -38,7 +52,7 @@ final class Wakes: Sendable {
     return count
   }
 
-  /// A save's events are in the outbox once its record is, exactly as built; a row handed out is not handed out again, and a delivered one is gone after the next take.
+  /// A save's events are in the outbox once its record is, exactly as built; a row handed out is not handed out again, and a settled one is deleted by the writer's next commit, which it costs nothing more.
   @Test func savedEventsAreTakenOnceAndDeletedWhenDelivered() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
@@ -58,9 +72,49 @@ final class Wakes: Sendable {
     #expect(try fixture.store.take(limit: 10, now: t0 + 1).isEmpty)
     try fixture.store.delivered(taken[0])
     try fixture.store.dead(taken[1])
-    #expect(try rowCount(fixture.path) == 2)
     #expect(try fixture.store.take(limit: 10, now: t0 + 2).isEmpty)
+    #expect(try rowCount(fixture.path) == 2)
+    let commits = fixture.store.stats.commits
+    fixture.store.write(save("c", record, ticket: 3))
+    _ = fixture.completions.wait(for: 3)
+    #expect(fixture.store.stats.commits == commits + 1)
     #expect(try rowCount(fixture.path) == 0)
+    #expect(try fixture.store.take(limit: 10, now: t0 + 3).isEmpty)
+  }
+
+  /// A failed try's attempts and next time are stored by the writer's next commit, before any take.
+  @Test func retriesRideOnTheWritersCommit() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
+    _ = fixture.completions.wait(for: 1)
+    let taken = try fixture.store.take(limit: 10, now: t0)
+    try fixture.store.retry(try #require(taken.first), attempts: 3, at: t0 + 7000)
+    fixture.store.write(save("b", started(), ticket: 2))
+    _ = fixture.completions.wait(for: 2)
+    var stored: [Int64] = []
+    try Connection.open(path: fixture.path, readOnly: true).prepare(
+      "SELECT attempts, next_at FROM outbox"
+    ).query { row in stored = [row.integer(0), row.integer(1)] }
+    #expect(stored == [3, t0 + 7000])
+  }
+
+  /// With no commit of the writer's to ride on, settled rows are deleted by the delivery side's own transaction once the quiet interval has passed.
+  @Test func settledRowsAreDeletedWhenTheWriterIsQuiet() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let record = started()
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
+    _ = fixture.completions.wait(for: 1)
+    let taken = try fixture.store.take(limit: 10, now: t0)
+    try fixture.store.delivered(try #require(taken.first))
+    _ = try fixture.store.take(limit: 10, now: t0)
+    #expect(try rowCount(fixture.path) == 1)
+    fixture.store.outbox.withLock { $0.book.quietFlush = .zero }
+    let commits = fixture.store.stats.commits
+    #expect(try fixture.store.take(limit: 10, now: t0).isEmpty)
+    #expect(try rowCount(fixture.path) == 0)
+    #expect(fixture.store.stats.commits == commits)
   }
 
   /// What was handed out but not settled when the store closed is handed out again after a reopen, with its attempts and not before its retry time; what was settled is not.
@@ -70,10 +124,7 @@ final class Wakes: Sendable {
     let record = started()
     let types: [WebhookEventType] = [.started, .paused, .resumed]
     for (index, type) in types.enumerated() {
-      fixture.store.write(
-        .save(
-          session: "s", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
-          events: [event(type, "s", record)]))
+      saveWithEvent(type, "s", ticket: index, to: fixture.store)
     }
     _ = fixture.completions.wait(for: 3)
     let taken = try fixture.store.take(limit: 3, now: t0)
@@ -93,16 +144,38 @@ final class Wakes: Sendable {
     #expect(later.map(\.attempts) == [4])
   }
 
+  /// A retry's attempts and time at their edges (Int.max and -1 tries, a time of ±2^63) are stored within range and read back after a reopen: never due before Int64.max, due at once at Int64.min.
+  @Test func retryEdgesSurviveReopen() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let record = started()
+    for index in 0..<2 {
+      saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
+    }
+    _ = fixture.completions.wait(for: 2)
+    let taken = try fixture.store.take(limit: 2, now: t0)
+    try #require(taken.count == 2)
+    try fixture.store.retry(taken[0], attempts: Int.max, at: Int64.max)
+    try fixture.store.retry(taken[1], attempts: -1, at: Int64.min)
+    fixture.store.close()
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    defer { reopened.close() }
+    let now = try reopened.take(limit: 5, now: Int64.min)
+    #expect(now.map(\.event.session) == ["s1"])
+    #expect(now.map(\.attempts) == [0])
+    #expect(try reopened.take(limit: 5, now: Int64.max - 1).isEmpty)
+    let last = try reopened.take(limit: 5, now: Int64.max)
+    #expect(last.map(\.event.session) == ["s0"])
+    #expect(last.map(\.attempts) == [Int(OutboxStatements.maxAttempts)])
+  }
+
   /// `take` hands out at most `limit`, oldest first, and nothing for a limit of 0, -1 or Int.min; Int.max is bounded, not a trap.
   @Test func takeLimitEdges() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
     let record = started()
     for index in 0..<5 {
-      fixture.store.write(
-        .save(
-          session: "s\(index)", record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
-          events: [event(.started, "s\(index)", record)]))
+      saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
     }
     _ = fixture.completions.wait(for: 5)
     for limit in [0, -1, Int.min] {
@@ -127,10 +200,7 @@ final class Wakes: Sendable {
       CREATE TRIGGER refuse_event BEFORE INSERT ON outbox
         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
       """)
-    fixture.store.write(
-      .save(
-        session: "a", record: record, keyHash: nil, ticket: Ticket(1),
-        events: [event(.started, "a", record)]))
+    saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
     let first = fixture.completions.wait(for: 1)
     guard case .unavailable = first[0].outcome else {
       Issue.record("stored: \(first[0].outcome)")
@@ -143,10 +213,7 @@ final class Wakes: Sendable {
       CREATE TRIGGER refuse_session BEFORE INSERT ON sessions
         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
       """)
-    fixture.store.write(
-      .save(
-        session: "b", record: record, keyHash: nil, ticket: Ticket(2),
-        events: [event(.started, "b", record)]))
+    saveWithEvent(.started, "b", ticket: 2, to: fixture.store)
     let second = fixture.completions.wait(for: 2)
     guard case .unavailable = second[1].outcome else {
       Issue.record("stored: \(second[1].outcome)")
@@ -257,6 +324,83 @@ final class Wakes: Sendable {
     #expect(try rowCount(fixture.path) == 13)
   }
 
+  /// While the writer commits 2,000 events in many transactions, another thread takes and settles them through its own connection: each is handed out exactly once, and the table ends empty.
+  @Test func deliveryBesideTheWriterHandsEachOutOnce() async throws {
+    let fixture = try Fixture(sync: .normal)
+    defer { fixture.finish() }
+    let total = 2000
+    let store = fixture.store
+    let delivery = Task.detached { () throws -> [String] in
+      var seen: [String] = []
+      while seen.count < total {
+        let taken = try store.take(limit: 64, now: Int64.max)
+        for entry in taken { try store.delivered(entry) }
+        seen += taken.map(\.event.id)
+        if taken.isEmpty { await Task.yield() }
+      }
+      return seen
+    }
+    var written: [String] = []
+    for index in 0..<total {
+      let record = SessionRecord(
+        .running(endsAt: t0 + 5000), duration: 5, seq: UInt64(index), revision: 1, updatedAt: t0)
+      let recorded = event(.started, "s\(index % 50)", record)
+      written.append(recorded.id)
+      fixture.store.write(
+        .save(
+          session: recorded.session, record: record, keyHash: nil, ticket: Ticket(UInt64(index)),
+          events: [recorded]))
+      if index % 100 == 99 { _ = fixture.completions.wait(for: index + 1) }
+    }
+    let seen = try await delivery.value
+    #expect(seen.count == total)
+    #expect(Set(seen) == Set(written))
+    #expect(try fixture.store.take(limit: 10, now: Int64.max).isEmpty)
+    // The last settled rows ride on the next commit.
+    fixture.store.write(save("last", SessionRecord(), ticket: UInt64(total)))
+    _ = fixture.completions.wait(for: total + 1)
+    #expect(try rowCount(fixture.path) == 0)
+  }
+
+  /// A hub on a real file: a 1 s run's start and its elapsing are in the outbox once; after a reopen well past the deadline, a new hub's restore records nothing more, and a run that was still going at the first stop but ended while down is recorded then, once.
+  @Test func hubOnAFileRecordsEachFinishOnce() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let config = HubConfig(recordsEvents: true)
+    let first = Hub(config: config, sequencer: LocalSequencer(store: fixture.store))
+    for (session, seconds) in [("short", 1), ("long", 30)] {
+      guard case .joined(let viewer) = first.connect(session: session, peer: "192.0.2.1", now: t0)
+      else {
+        Issue.record("join refused")
+        return
+      }
+      first.receive(Array(#"{"op":"start","seconds":\#(seconds)}"#.utf8), from: viewer, now: t0)
+    }
+    for completion in fixture.completions.wait(for: 2) {
+      first.complete(completion.ticket, completion.outcome, now: t0 + 5)
+    }
+    for step in 1...4 { first.advance(now: t0 + Int64(step) * 500) }
+    fixture.store.close()
+
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    defer { reopened.close() }
+    let before = try reopened.take(limit: 10, now: t0 + 2000)
+    #expect(before.map(\.event.type) == [.started, .started, .finished])
+    #expect(before.last?.event.session == "short")
+    #expect(before.last?.event.timestamp == t0 + 1000)
+    let second = Hub(config: config, sequencer: LocalSequencer(store: reopened))
+    second.restore(try reopened.load().sessions, now: t0 + 60_000)
+    for entry in before { try reopened.delivered(entry) }
+    // A commit, so the restore's writes and the settled rows are all stored.
+    reopened.onCompleted = fixture.completions.handler
+    reopened.write(save("marker", SessionRecord(), ticket: 9))
+    _ = fixture.completions.wait(for: 3)
+    let after = try reopened.take(limit: 10, now: t0 + 60_000)
+    #expect(after.map(\.event.session) == ["long"])
+    #expect(after.map(\.event.timestamp) == [t0 + 30_000])
+    #expect(try rowCount(fixture.path) == 1)
+  }
+
   /// A version-5 file (before the outbox) with a session and a remembered answer is migrated in place to version 6: both load, and events can be recorded and taken.
   @Test func migratesVersionFive() throws {
     let directory = try TemporaryDirectory()
@@ -305,6 +449,9 @@ final class Wakes: Sendable {
     #expect(taken.map(\.event) == [recorded])
     try store.delivered(taken[0])
     #expect(try store.take(limit: 5, now: t0).isEmpty)
+    store.write(
+      .save(session: "n", record: record, keyHash: nil, ticket: Ticket(2)))
+    _ = completions.wait(for: 2)
     let left = try store.withDatabase { database throws(StoreError) in
       var count: Int64 = -1
       try database.connection.prepare("SELECT count(*) FROM outbox").query { count = $0.integer(0) }
@@ -318,10 +465,7 @@ final class Wakes: Sendable {
     let fixture = try Fixture()
     defer { fixture.finish() }
     let record = started()
-    fixture.store.write(
-      .save(
-        session: "s", record: record, keyHash: nil, ticket: Ticket(1),
-        events: [event(.started, "s", record)]))
+    saveWithEvent(.started, "s", ticket: 1, to: fixture.store)
     _ = fixture.completions.wait(for: 1)
     let taken = try fixture.store.take(limit: 5, now: t0)
     try fixture.store.delivered(try #require(taken.first))
