@@ -422,4 +422,41 @@ import Testing
     #expect(state?["endsAt"] as? Int64 == viewer.state["endsAt"] as? Int64)
     #expect(state?["phase"] as? String == "running")
   }
+
+  /// A run that elapses with no command wakes the deliverer at its deadline
+  /// (so its finish goes out then, not at the next poll), and the finish is
+  /// recorded once however many calls of `due` follow.
+  @Test func anElapsedRunWakesTheDeliverer() throws {
+    let redis = try RedisProcess()
+    let loop = LibevLoop()
+    let epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
+    let instance = Instance(redis, loop: loop, epoch: epoch, recordsEvents: true)
+    var told = 0
+    instance.sequencer.onEventsRecorded = { told += 1 }
+    waitFor(loop, "connected") { instance.sequencer.isConnected }
+    var viewer = Viewer(instance.hub, "short")
+    waitFor(loop, "the snapshot") {
+      viewer.read(instance.hub)
+      return viewer.hasSnapshot
+    }
+    viewer.send(instance.hub, #"{"op":"start","seconds":1,"id":1}"#)
+    waitFor(loop, "the ack") {
+      viewer.read(instance.hub)
+      return viewer.reply(1) != nil
+    }
+    #expect(told == 1)
+    waitFor(loop, "the wake at the deadline") {
+      instance.hub.advance(now: now())
+      viewer.read(instance.hub)
+      return told == 2
+    }
+    #expect(viewer.state["phase"] as? String == "finished")
+    let client = try redis.blocking()
+    #expect(try WebhookStreamTests.due(client) == 1)
+    #expect(try WebhookStreamTests.due(client) == 0)
+    let types = try WebhookStreamTests.stream(client).map {
+      try StreamEvent.event($0, config: WebhookStreamTests.config).get().type
+    }
+    #expect(types == [.started, .finished])
+  }
 }
