@@ -87,8 +87,14 @@ public final class StreamOutbox: WebhookOutbox {
 
   public func retry(_ entry: OutboxEntry, attempts: Int, at: Int64) throws {
     try connected { redis in
-      try redis.command(["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))])
-      try claimToSelf(redis, [entry.handle])
+      // The tries kept, and the entry claimed to this consumer again so its
+      // idle time starts over: one round trip.
+      let replies = try redis.pipeline([
+        ["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))],
+        ["XCLAIM", RedisSequencer.eventsKey, Self.group, settings.consumer, "0", entry.handle]
+          + ["JUSTID"],
+      ])
+      for case .error(let message) in replies { throw RedisError.reply(message) }
     }
   }
 
@@ -212,10 +218,13 @@ public final class StreamOutbox: WebhookOutbox {
     try connected { redis in try settleOn(redis, id) }
   }
 
+  /// Out of the group, the stream and the tries, in one round trip.
   private func settleOn(_ redis: BlockingRedis, _ id: String) throws {
-    try redis.command(["XACK", RedisSequencer.eventsKey, Self.group, id])
-    try redis.command(["XDEL", RedisSequencer.eventsKey, id])
-    try redis.command(["HDEL", Self.attemptsKey, id])
+    let replies = try redis.pipeline([
+      ["XACK", RedisSequencer.eventsKey, Self.group, id], ["XDEL", RedisSequencer.eventsKey, id],
+      ["HDEL", Self.attemptsKey, id],
+    ])
+    for case .error(let message) in replies { throw RedisError.reply(message) }
     held.remove(id)
   }
 
