@@ -46,6 +46,8 @@ public final class StreamOutbox: WebhookOutbox {
   /// claimed to this consumer (monotonic ms).
   private var held: Set<String> = []
   private var touchedAt: Int64 = .min / 2
+  /// Entries delivered or dead whose settling Redis has not confirmed yet.
+  private var unsettled: Set<String> = []
   /// When consumers that are gone were last looked for (monotonic ms).
   private var prunedAt: Int64 = .min / 2
   /// Where XAUTOCLAIM's scan of the pending entries goes on from.
@@ -63,6 +65,7 @@ public final class StreamOutbox: WebhookOutbox {
       _ = try redis.command(
         ["FCALL", RedisSequencer.function("due"), "3"] + RedisSequencer.eventsKeys
           + [String(settings.dueBatch)])
+      try settleLeft(redis)
       try touchHeld(redis)
       try pruneConsumers(redis)
       guard limit > 0 else { return [] }
@@ -214,8 +217,19 @@ public final class StreamOutbox: WebhookOutbox {
       ["XCLAIM", RedisSequencer.eventsKey, Self.group, settings.consumer, "0"] + ids + ["JUSTID"])
   }
 
+  /// Settled here at once, or, when Redis cannot be reached, at the next
+  /// call that can: the entry stays this instance's (touched like any it
+  /// holds) until then, so it is neither lost nor sent again meanwhile.
   private func settle(_ id: String) throws {
-    try connected { redis in try settleOn(redis, id) }
+    unsettled.insert(id)
+    try connected { redis in try settleLeft(redis) }
+  }
+
+  private func settleLeft(_ redis: BlockingRedis) throws {
+    for id in unsettled.sorted() {
+      try settleOn(redis, id)
+      unsettled.remove(id)
+    }
   }
 
   /// Out of the group, the stream and the tries, in one round trip.

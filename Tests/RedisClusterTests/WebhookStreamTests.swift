@@ -272,6 +272,29 @@ import Testing
     withExtendedLifetime(client) {}
   }
 
+  /// An entry delivered while Redis was unreachable is settled once it is
+  /// back, by the next call, and handed out to no one in between.
+  @Test func aSettleThatFailedIsMadeLater() throws {
+    let redis = try RedisProcess(appendOnly: true)
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    let outbox = Self.outbox(redis, "a", claimAfterMs: 100)
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let entry = try #require(try outbox.take(limit: 1, now: now()).first)
+    redis.stop()
+    #expect(throws: RedisError.self) { try outbox.delivered(entry) }
+    try redis.start()
+    let back = try redis.blocking()
+    #expect(try back.command(["XLEN", RedisSequencer.eventsKey]) == .integer(1))
+    // Idle past the claim timeout, yet not handed out again: it is settled.
+    usleep(200_000)
+    #expect(try outbox.take(limit: 10, now: now()) == [])
+    #expect(try back.command(["XLEN", RedisSequencer.eventsKey]) == .integer(0))
+    let pending = try back.command(["XPENDING", RedisSequencer.eventsKey, StreamOutbox.group])
+    #expect(pending.elements?.first == .integer(0))
+  }
+
   /// A consumer that is gone (an instance's name before its restart) and
   /// holds nothing leaves the group once quiet for ten claim timeouts; the
   /// outbox's own stays.
