@@ -1,4 +1,3 @@
-import CCurl
 import CountdownCore
 import Dispatch
 import Observability
@@ -75,7 +74,7 @@ public final class WebhookDeliverer: Sendable {
     clock: @escaping @Sendable () -> Int64, log: Logger,
     jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
   ) {
-    precondition(cdc_global_init() == CURLE_OK, "libcurl could not initialise")
+    precondition(CurlMulti.initialise(), "libcurl could not initialise")
     self.settings = settings
     self.clock = clock
     self.log = log
@@ -171,7 +170,7 @@ final class DeliveryShared: Sendable {
 }
 
 /// The delivery thread's own state, made on that thread and used there
-/// only: the multi handle, its transfers, and the entries held.
+/// only: the requests under way, and the entries held.
 final class DeliveryLoop {
   private let settings: WebhookDeliverer.Settings
   private let outbox: any WebhookOutbox
@@ -180,7 +179,7 @@ final class DeliveryLoop {
   private let jitter: @Sendable () -> Double
   private let shared: DeliveryShared
   private let signer: StandardWebhookSigner
-  private let multi: UnsafeMutableRawPointer
+  private let curl: CurlMulti
 
   private struct Held {
     var entry: OutboxEntry
@@ -194,11 +193,10 @@ final class DeliveryLoop {
     var lastResult = ""
   }
 
+  /// A request under way: the entry it sends, to which endpoint.
   private struct Transfer {
     let entryHandle: String
     let endpoint: Int
-    let easy: UnsafeMutableRawPointer
-    let headers: UnsafeMutablePointer<curl_slist>?
   }
 
   private var held: [String: Held] = [:]
@@ -226,32 +224,22 @@ final class DeliveryLoop {
     self.jitter = jitter
     self.shared = shared
     signer = StandardWebhookSigner(secret: settings.secret)
-    guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
-    self.multi = multi
+    curl = CurlMulti(wakeFD: shared.wakeReader)
   }
 
-  deinit { curl_multi_cleanup(multi) }
-
   func run() {
-    var wakeUps = [curl_waitfd(fd: shared.wakeReader, events: Int16(CURL_WAIT_POLLIN), revents: 0)]
     while !shared.stopping.load(ordering: .acquiring) {
-      var now = clock()
+      let now = clock()
       takeIfDue(now: now)
       startDue(now: now)
-      var running: Int32 = 0
-      _ = curl_multi_perform(multi, &running)
-      now = clock()
-      var easy: UnsafeMutableRawPointer?
-      var result = CURLE_OK
-      while cdc_multi_next_done(multi, &easy, &result) != 0, let done = easy {
-        finish(done, result: result, now: now)
-      }
+      let finished = curl.perform()
+      let then = clock()
+      for done in finished { finish(done, now: then) }
       publishQueued()
-      wakeUps[0].revents = 0
-      _ = curl_multi_poll(multi, &wakeUps, 1, Int32(pollTimeout(now: clock())), nil)
-      if wakeUps[0].revents != 0 { shared.drainWakeUps() }
+      if curl.poll(timeoutMs: pollTimeout(now: clock())) { shared.drainWakeUps() }
     }
-    for tag in Array(transfers.keys) { drop(tag) }
+    for tag in Array(transfers.keys) { curl.remove(tag) }
+    transfers = [:]
     for handle in Array(held.keys) { release(handle) }
     publishQueued()
   }
@@ -260,11 +248,19 @@ final class DeliveryLoop {
 
   private func takeIfDue(now: Int64) {
     let free = settings.maxInFlight - held.count
-    // Full: a wake-up is kept for when a slot frees.
-    guard free > 0 else { return }
-    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     // A clock stepped back counts as due, so a step cannot stall the poll.
     let pollDue = lastTake.map { now - $0 >= Int64(settings.pollMs) || now < $0 } ?? true
+    guard free > 0 else {
+      // Full: still asked at the poll, for nothing, so the outbox does its
+      // own upkeep (stores settlements, keeps held entries claimed, moves
+      // due finishes); a wake-up is kept for when a slot frees.
+      if pollDue {
+        lastTake = now
+        do { _ = try outbox.take(limit: 0, now: now) } catch { outboxFailed("take", error) }
+      }
+      return
+    }
+    let woken = shared.wakeRequested.exchange(false, ordering: .acquiringAndReleasing)
     guard woken || pollDue || moreWaiting else { return }
     lastTake = now
     let entries: [OutboxEntry]
@@ -334,54 +330,37 @@ final class DeliveryLoop {
   private func start(
     _ event: WebhookEvent, to endpoint: Int, timestamp: Int64, signature: String, handle: String
   ) -> Bool {
-    guard let easy = curl_easy_init() else { return false }
-    var headers: UnsafeMutablePointer<curl_slist>?
-    for line in [
+    let tag = nextTag
+    nextTag += 1
+    let headers = [
       "Content-Type: application/json", "webhook-id: \(event.id)",
       "webhook-timestamp: \(timestamp)", "webhook-signature: \(signature)",
       // No 100-continue round trip before the body.
       "Expect:",
-    ] {
-      headers = curl_slist_append(headers, line)
-    }
-    let tag = nextTag
-    nextTag += 1
-    let prepared = cdc_easy_prepare(
-      easy, settings.endpoints[endpoint].url, event.body, event.body.count, headers, tag,
-      settings.timeoutMs)
-    guard prepared == CURLE_OK, curl_multi_add_handle(multi, easy) == CURLM_OK
-    else {
-      curl_easy_cleanup(easy)
-      curl_slist_free_all(headers)
-      return false
-    }
-    transfers[tag] = Transfer(entryHandle: handle, endpoint: endpoint, easy: easy, headers: headers)
+    ]
+    guard
+      curl.post(
+        tag: tag, url: settings.endpoints[endpoint].url, body: event.body, headers: headers,
+        timeoutMs: settings.timeoutMs)
+    else { return false }
+    transfers[tag] = Transfer(entryHandle: handle, endpoint: endpoint)
     return true
   }
 
-  private func finish(_ easy: UnsafeMutableRawPointer, result: CURLcode, now: Int64) {
-    let tag = cdc_easy_tag(easy)
-    guard let transfer = transfers[tag] else { return }
-    let status = cdc_easy_status(easy)
-    drop(tag)
-    guard var entry = held[transfer.entryHandle] else { return }
+  private func finish(_ done: CurlMulti.Done, now: Int64) {
+    guard let transfer = transfers.removeValue(forKey: done.tag),
+      var entry = held[transfer.entryHandle]
+    else { return }
     entry.inFlight -= 1
-    if result == CURLE_OK && (200..<300).contains(status) {
+    if let failure = done.failure {
+      entry.lastResult = failure
+    } else if (200..<300).contains(done.status) {
       entry.pending.remove(transfer.endpoint)
-    } else if result == CURLE_OK {
-      entry.lastResult = "HTTP \(status)"
     } else {
-      entry.lastResult = String(cString: curl_easy_strerror(result))
+      entry.lastResult = "HTTP \(done.status)"
     }
     held[transfer.entryHandle] = entry
     if entry.inFlight == 0 { attemptDone(transfer.entryHandle, now: now) }
-  }
-
-  private func drop(_ tag: Int) {
-    guard let transfer = transfers.removeValue(forKey: tag) else { return }
-    curl_multi_remove_handle(multi, transfer.easy)
-    curl_easy_cleanup(transfer.easy)
-    curl_slist_free_all(transfer.headers)
   }
 
   /// Every request of an attempt has answered: settle the entry, or
@@ -456,12 +435,12 @@ final class DeliveryLoop {
   /// first; curl's own timers (timeouts) cut it short by themselves.
   private func pollTimeout(now: Int64) -> Int {
     var wait = Int64(settings.pollMs)
-    if held.count < settings.maxInFlight {
-      if moreWaiting || lastTake == nil {
-        wait = 0
-      } else if let lastTake {
-        wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
-      }
+    if held.count < settings.maxInFlight && moreWaiting {
+      wait = 0
+    } else if let lastTake {
+      wait = min(wait, max(0, lastTake + Int64(settings.pollMs) - now))
+    } else {
+      wait = 0
     }
     if let earliest = due.earliest {
       // A retry time at either end of Int64 (a stepped clock) neither traps nor wraps.

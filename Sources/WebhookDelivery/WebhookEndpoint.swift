@@ -36,12 +36,15 @@ public struct WebhookEndpoint: Sendable, Equatable, CustomStringConvertible {
   }
 
   /// The URL without any `user:password@`, for logs and `--print-config`.
-  public var description: String {
-    let schemeLength = url.lowercased().hasPrefix("https://") ? 8 : 7
-    let scheme = url.prefix(schemeLength)
-    let rest = url.dropFirst(schemeLength)
+  public var description: String { Self.redacted(url) }
+
+  /// Any text as a URL, without what could be a `user:password@`: for
+  /// messages about a URL that did not parse, too.
+  public static func redacted(_ text: String) -> String {
+    let scheme = text.firstRange(of: "://").map { text[..<$0.upperBound] } ?? ""
+    let rest = text.dropFirst(scheme.count)
     let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-    guard let at = authority.lastIndex(of: "@") else { return url }
+    guard let at = authority.lastIndex(of: "@") else { return text }
     return String(scheme) + String(rest[rest.index(after: at)...])
   }
 }

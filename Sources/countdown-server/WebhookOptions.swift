@@ -43,7 +43,9 @@ extension Options {
         do throws(WebhookConfigError) {
           o.webhook.endpoints.append(try WebhookEndpoint(parsing: v))
         } catch {
-          throw UsageError(message: "\(n): \(error.description), not '\(v.prefix(80))'")
+          throw UsageError(
+            message:
+              "\(n): \(error.description), not '\(WebhookEndpoint.redacted(String(v.prefix(80))))'")
         }
       },
       show: { $0.webhook.endpoints.map(\.description).joined(separator: ",") },

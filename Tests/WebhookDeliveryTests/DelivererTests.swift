@@ -76,6 +76,7 @@ import Testing
     let outbox = MemoryOutbox()
     outbox.add(sampleEvent(at: Self.now()), handle: "slow")
     let deliverer = try Self.deliverer([receiver.url], outbox: outbox, timeoutMs: 300)
+    let started = ProcessInfo.processInfo.systemUptime
     deliverer.start()
     defer { deliverer.stop() }
     #expect(outbox.state.wait { Self.isSettled($0.calls) })
@@ -86,8 +87,9 @@ import Testing
     let requests = receiver.requests.value
     #expect(requests.count == 2)
     if requests.count == 2 {
-      // The second try waited for the first to time out.
-      #expect(requests[1].arrivedAt - requests[0].arrivedAt >= 0.25)
+      // The second try waited for the first to time out (the receiver's own
+      // delay only adds to the arrival, so the bound holds on a loaded machine).
+      #expect(requests[1].arrivedAt - started >= 0.3)
     }
   }
 
@@ -97,15 +99,8 @@ import Testing
     let outbox = MemoryOutbox()
     let event = sampleEvent(at: Self.now())
     outbox.add(event, handle: "gone")
-    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "webhook-dead-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
-    ).path
-    let fd = open(logPath, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
-    defer {
-      close(fd)
-      unlink(logPath)
-    }
-    let log = Logger(level: .info, format: .json, output: fd)
+    let captured = try CapturedLog()
+    let log = captured.logger
     let deliverer = try Self.deliverer(
       [receiver.url], outbox: outbox, policy: RetryPolicy(baseMs: 1, capMs: 1, windowMs: 0),
       log: log)
@@ -115,8 +110,7 @@ import Testing
     #expect(outbox.settlements == [.dead("gone")])
     #expect(receiver.requests.value.count == 1)
     #expect(deliverer.stats.dead == 1 && deliverer.stats.delivered == 0)
-    log.flush()
-    let line = try String(contentsOfFile: logPath, encoding: .utf8)
+    let line = try captured.text()
     #expect(line.contains("\"webhook_dead\""))
     #expect(line.contains(event.id) && line.contains("HTTP 503") && line.contains("\"attempts\":1"))
   }
@@ -180,6 +174,7 @@ import Testing
     }
     let deliverer = try Self.deliverer(
       [receiver.url], outbox: outbox, timeoutMs: 400, maxInFlight: 2)
+    let started = ProcessInfo.processInfo.systemUptime
     deliverer.start()
     defer { deliverer.stop() }
     #expect(
@@ -189,13 +184,13 @@ import Testing
     let takes = outbox.state.value.calls.compactMap {
       if case .take(let limit) = $0 { limit } else { nil }
     }
-    #expect(takes.allSatisfy { $0 >= 1 && $0 <= 2 })
+    #expect(takes.allSatisfy { $0 >= 0 && $0 <= 2 })
     let requests = receiver.requests.value
     #expect(requests.count == 7)
     if requests.count == 7 {
       #expect(Set(requests[0..<2].map { $0.headers["webhook-id"] ?? "" }).count == 2)
       // Nothing else was sent until the two hung requests timed out.
-      #expect(requests[2].arrivedAt - requests[0].arrivedAt >= 0.35)
+      #expect(requests[2].arrivedAt - started >= 0.4)
     }
     #expect(deliverer.stats.queued == 0)
   }
@@ -259,24 +254,30 @@ import Testing
   @Test func aFailingTakeIsRetriedAtThePoll() throws {
     let outbox = MemoryOutbox()
     outbox.state.update { $0.failTakes = true }
-    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "webhook-take-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
-    ).path
-    let fd = open(logPath, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
-    defer {
-      close(fd)
-      unlink(logPath)
-    }
-    let log = Logger(level: .info, format: .json, output: fd)
+    let captured = try CapturedLog()
+    let log = captured.logger
     let deliverer = try Self.deliverer(["http://127.0.0.1:9/"], outbox: outbox, log: log)
     let started = Date()
     deliverer.start()
     #expect(outbox.state.wait { $0.calls.count >= 4 })
     deliverer.stop()
-    // Four takes with the 50 ms poll between them take at least 150 ms.
-    #expect(Date().timeIntervalSince(started) >= 0.15)
-    log.flush()
-    let text = try String(contentsOfFile: logPath, encoding: .utf8)
+    // Four takes with the 50 ms poll between them take about 150 ms (less a
+    // little: the poll counts whole ms); a busy loop would take microseconds.
+    #expect(Date().timeIntervalSince(started) >= 0.12)
+    let text = try captured.text()
     #expect(text.contains("\"webhook_outbox_failed\"") && text.contains("\"operation\":\"take\""))
+  }
+
+  /// A full deliverer still asks the outbox at every poll, for nothing, so the outbox can store settlements and keep its claims.
+  @Test func aFullDelivererStillPollsTheOutbox() throws {
+    let receiver = try Receiver { _, _ in nil }
+    let outbox = MemoryOutbox()
+    outbox.add(sampleEvent(at: Self.now()), handle: "stuck")
+    let deliverer = try Self.deliverer([receiver.url], outbox: outbox, maxInFlight: 1)
+    deliverer.start()
+    defer { deliverer.stop() }
+    #expect(receiver.requests.wait { $0.count == 1 })
+    #expect(outbox.state.wait { $0.calls.filter { $0 == .take(limit: 0) }.count >= 2 })
+    #expect(outbox.settlements.isEmpty)
   }
 }

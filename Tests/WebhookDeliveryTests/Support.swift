@@ -1,5 +1,6 @@
 import CountdownCore
 import Foundation
+import Observability
 
 #if canImport(Glibc)
   import Glibc
@@ -242,4 +243,32 @@ func closedPort() -> Int {
     }
   }
   return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A logger writing to a file of its own, read back by the test.
+final class CapturedLog {
+  let logger: Logger
+  private let path: String
+  private let fd: Int32
+
+  init() throws {
+    path =
+      FileManager.default.temporaryDirectory.appendingPathComponent(
+        "webhook-log-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
+      ).path
+    fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    logger = Logger(level: .info, format: .json, output: fd)
+  }
+
+  /// Every line logged so far.
+  func text() throws -> String {
+    logger.flush()
+    return try String(contentsOfFile: path, encoding: .utf8)
+  }
+
+  deinit {
+    close(fd)
+    unlink(path)
+  }
 }

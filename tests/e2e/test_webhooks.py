@@ -5,8 +5,13 @@ signed and verified with PyPI's standardwebhooks, is in the tests below them."""
 from __future__ import annotations
 
 import base64
+import http.server
 import re
+import signal
+import ssl
 import subprocess
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -81,6 +86,13 @@ def test_bad_secrets_exit_2_without_showing_them(content: str, words: str, tmp_p
     assert_usage_error(res, str(path), words)
     if len(content) > 8:
         assert content.strip().encode()[:40] not in res.stderr
+
+
+def test_a_refused_url_is_shown_without_its_password(secret_file: Path):
+    """A URL refused at start-up is echoed without what could be a user:password@."""
+    res = run_cli("--webhook", "ftp://user:hunter2@127.0.0.1/x", "--webhook-secret-file", str(secret_file))
+    assert_usage_error(res, "ftp://127.0.0.1/x")
+    assert b"hunter2" not in res.stderr
 
 
 def test_missing_secret_file_exits_2(tmp_path: Path):
@@ -284,3 +296,96 @@ def test_the_webhook_families_are_served_and_documented(tmp_path, receiver):
     documented = {name for line in rows.split("\n") if line.startswith("| `")
                   for name in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
     assert not families - documented, families - documented
+
+
+@run_async
+async def test_sigterm_drops_a_hung_request_and_the_restart_sends_it(tmp_path, receiver):
+    """A receiver that never answers does not hold up SIGTERM (exit 0 at once, not after
+    --webhook-timeout 60), and the event it held is sent again after the restart, under
+    the same webhook-id."""
+    session = sid()
+    arrived, release = threading.Event(), threading.Event()
+
+    def hang(event):
+        arrived.set()
+        release.wait(30)
+        return 200
+
+    receiver.answer = hang
+    srv = webhook_server(tmp_path, receiver.url, extra=("--webhook-timeout", "60"))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        assert arrived.wait(10), "the event never reached the receiver"
+        await c.close()
+        began = time.monotonic()
+        assert srv.terminate(signal.SIGTERM) == 0, srv.stderr()
+        assert time.monotonic() - began < 5, "SIGTERM waited for the hung request"
+    finally:
+        if srv.alive():
+            srv.kill()
+    release.set()
+    receiver.answer = lambda event: 200
+    srv = webhook_server(tmp_path, receiver.url, extra=("--port", str(srv.port)))
+    try:
+        events = receiver.wait_for(lambda ev: len(of(ev, session, "session.started")) >= 2,
+                                   "the resend after the restart")
+        first, again = of(events, session, "session.started")[:2]
+        assert first["id"] == again["id"] and first["body"] == again["body"]
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
+async def test_https_is_spoken_and_an_untrusted_certificate_refused(tmp_path):
+    """An https URL is sent over TLS (the TLS receiver sees the handshake), and a
+    certificate no trusted authority signed is refused: never delivered, dead after the
+    window with curl's reason naming the certificate."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    handshakes: list[str] = []
+    posts: list[bytes] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    class TLSServer(http.server.ThreadingHTTPServer):
+        def get_request(self):
+            sock, address = super().get_request()
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            tls = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            try:
+                tls.do_handshake()
+            except (ssl.SSLError, OSError) as error:
+                handshakes.append(repr(error))
+                raise
+            handshakes.append("ok")
+            return tls, address
+
+    tls_server = TLSServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=tls_server.serve_forever, daemon=True).start()
+    session = sid()
+    srv = webhook_server(tmp_path, f"https://127.0.0.1:{tls_server.server_address[1]}/hook",
+                         extra=("--webhook-retry-for", "1"))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        line = wait_log(srv, lambda l: l["event"] == "webhook_dead", timeout=10, what="webhook_dead")
+        assert "certificate" in line["last"].lower() or "ssl" in line["last"].lower(), line
+        assert handshakes, "no TLS handshake reached the receiver"
+        assert not posts, "a request was sent to an untrusted certificate"
+        await c.close()
+    finally:
+        srv.stop_and_check()
+        tls_server.shutdown()
+        tls_server.server_close()
