@@ -295,6 +295,30 @@ import Testing
     #expect(pending.elements?.first == .integer(0))
   }
 
+  /// An entry a dead holder left that was trimmed from the stream since
+  /// (the bound, or a hand) leaves the group when it is claimed, counted.
+  @Test func aTrimmedEntryLeavesTheGroup() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "a", claimAfterMs: 100)
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let read = try client.command([
+      "XREADGROUP", "GROUP", StreamOutbox.group, "dead", "COUNT", "1", "STREAMS",
+      RedisSequencer.eventsKey, ">",
+    ])
+    let id = try #require(
+      read.elements?.first?.elements?.last?.elements?.first?.elements?.first?.text)
+    try client.command(["XDEL", RedisSequencer.eventsKey, id])
+    let giveUp = now() + 5000
+    while outbox.damaged == 0 && now() < giveUp {
+      #expect(try outbox.take(limit: 10, now: now()) == [])
+      usleep(50_000)
+    }
+    #expect(outbox.damaged == 1)
+    let pending = try client.command(["XPENDING", RedisSequencer.eventsKey, StreamOutbox.group])
+    #expect(pending.elements?.first == .integer(0))
+  }
+
   /// A consumer that is gone (an instance's name before its restart) and
   /// holds nothing leaves the group once quiet for ten claim timeouts; the
   /// outbox's own stays.
