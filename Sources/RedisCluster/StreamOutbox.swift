@@ -8,7 +8,8 @@ import Observability
 /// here: an instance that dies leaves its entries pending, and once they have
 /// been idle for `claimAfterMs` another instance takes them over with
 /// XAUTOCLAIM. This instance keeps the entries it holds from going idle (a
-/// retry may wait for hours) by claiming them to itself again.
+/// retry may wait for hours) by claiming them to itself again
+/// (`countdown_v3_touch`: only those still its own).
 ///
 /// Only the delivery thread calls it: its connection is blocking, its own,
 /// and never the service thread's.
@@ -42,9 +43,9 @@ public final class StreamOutbox: WebhookOutbox {
   public let settings: Settings
   private let config: SessionConfig.Shared
   private var redis: BlockingRedis?
-  /// Entries handed out and not yet settled, with when they were last
-  /// claimed to this consumer (monotonic ms).
+  /// Entries handed out and not yet settled, by stream id.
   private var held: Set<String> = []
+  /// When they were last claimed to this consumer again (monotonic ms).
   private var touchedAt: Int64 = .min / 2
   /// Entries delivered or dead whose settling Redis has not confirmed yet.
   private var unsettled: Set<String> = []
@@ -94,8 +95,7 @@ public final class StreamOutbox: WebhookOutbox {
       // idle time starts over: one round trip.
       let replies = try redis.pipeline([
         ["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))],
-        ["XCLAIM", RedisSequencer.eventsKey, Self.group, settings.consumer, "0", entry.handle]
-          + ["JUSTID"],
+        touchCall([entry.handle]),
       ])
       for case .error(let message) in replies { throw RedisError.reply(message) }
     }
@@ -173,15 +173,16 @@ public final class StreamOutbox: WebhookOutbox {
   private func touchHeld(_ redis: BlockingRedis) throws {
     let now = monotonicMs()
     guard !held.isEmpty, now - touchedAt >= settings.claimAfterMs / 3 else { return }
-    let reply = try redis.command(
-      [
-        "XPENDING", RedisSequencer.eventsKey, Self.group, "-", "+", String(held.count),
-        settings.consumer,
-      ])
-    let ours = Set((reply.elements ?? []).compactMap { $0.elements?.first?.text })
-    held.formIntersection(ours)
-    try claimToSelf(redis, Array(held))
+    let reply = try redis.command(touchCall(held.sorted()))
+    held.formIntersection((reply.elements ?? []).compactMap(\.text))
     touchedAt = now
+  }
+
+  /// countdown_v3_touch: each entry still this consumer's claimed to it
+  /// again, in one atomic step, so none is taken from another instance.
+  private func touchCall(_ ids: [String]) -> [String] {
+    ["FCALL", RedisSequencer.function("touch"), "1", RedisSequencer.eventsKey, Self.group]
+      + [settings.consumer] + ids
   }
 
   /// Each instance joins the group under a name of its own, made anew at
@@ -208,13 +209,6 @@ public final class StreamOutbox: WebhookOutbox {
       try redis.command(
         ["XGROUP", "DELCONSUMER", RedisSequencer.eventsKey, Self.group, name])
     }
-  }
-
-  /// XCLAIM … JUSTID resets an entry's idle time without counting a delivery.
-  private func claimToSelf(_ redis: BlockingRedis, _ ids: [String]) throws {
-    guard !ids.isEmpty else { return }
-    try redis.command(
-      ["XCLAIM", RedisSequencer.eventsKey, Self.group, settings.consumer, "0"] + ids + ["JUSTID"])
   }
 
   /// Settled here at once, or, when Redis cannot be reached, at the next

@@ -319,6 +319,51 @@ import Testing
     #expect(pending.elements?.first == .integer(0))
   }
 
+  /// Touching claims back only what is still this consumer's: an entry
+  /// another instance took over stays with it, and the delivery count of
+  /// one touched does not grow. Over a thousand at once, too.
+  @Test func touchKeepsOnlyWhatIsStillOurs() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "a")
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let entry = try #require(try outbox.take(limit: 1, now: now()).first)
+    try client.command([
+      "XCLAIM", RedisSequencer.eventsKey, StreamOutbox.group, "b", "0", entry.handle, "JUSTID",
+    ])
+    try outbox.retry(entry, attempts: 1, at: now() + 1000)
+    let owner = try client.command([
+      "XPENDING", RedisSequencer.eventsKey, StreamOutbox.group, "-", "+", "10",
+    ])
+    #expect(owner.elements?.first?.elements?[1].text == "b")
+    // 1,200 entries held by "c": all touched, none counted as delivered again.
+    for index in 0..<1200 {
+      try client.command(["XADD", RedisSequencer.eventsKey, "*", "n", String(index)])
+    }
+    let read = try client.command([
+      "XREADGROUP", "GROUP", StreamOutbox.group, "c", "COUNT", "1200", "STREAMS",
+      RedisSequencer.eventsKey, ">",
+    ])
+    let ids = (read.elements?.first?.elements?.last?.elements ?? []).compactMap {
+      $0.elements?.first?.text
+    }
+    #expect(ids.count == 1200)
+    func touch(_ consumer: String) throws -> Int {
+      let reply = try client.command(
+        ["FCALL", RedisSequencer.function("touch"), "1", RedisSequencer.eventsKey]
+          + [StreamOutbox.group, consumer] + ids)
+      return reply.elements?.count ?? -1
+    }
+    #expect(try touch("d") == 0)
+    #expect(try touch("c") == 1200)
+    let counts = try client.command([
+      "XPENDING", RedisSequencer.eventsKey, StreamOutbox.group, "-", "+", "2000", "c",
+    ])
+    let deliveries = (counts.elements ?? []).compactMap { $0.elements?.last }
+    #expect(deliveries.count == 1200)
+    #expect(deliveries.allSatisfy { $0 == .integer(1) })
+  }
+
   /// A consumer that is gone (an instance's name before its restart) and
   /// holds nothing leaves the group once quiet for ten claim timeouts; the
   /// outbox's own stays.
