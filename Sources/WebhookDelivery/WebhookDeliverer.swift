@@ -272,7 +272,9 @@ final class DeliveryLoop {
       outboxFailed("take", error)
       return
     }
-    for entry in entries.prefix(free) where held[entry.handle] == nil {
+    // All of them, even past `limit`: the outbox has handed them out, and
+    // one left aside would wait for a restart.
+    for entry in entries where held[entry.handle] == nil {
       guard settings.events.allows(entry.event.type) else {
         // Filtered at delivery, so the recorders need no filter: settled unsent.
         settle("delivered") { try outbox.delivered(entry) }
@@ -310,7 +312,11 @@ final class DeliveryLoop {
   }
 
   private func startDue(now: Int64) {
-    while let slot = due.popDue(now: now) {
+    // Taken out first: a try that cannot start may be rescheduled for now,
+    // and waits for the next turn rather than spinning in this one.
+    var ready: [Int32] = []
+    while let slot = due.popDue(now: now) { ready.append(slot) }
+    for slot in ready {
       guard let handle = handles[Int(slot)], var entry = held[handle] else { continue }
       let timestamp = now / 1000
       let event = entry.entry.event
@@ -335,6 +341,8 @@ final class DeliveryLoop {
     let headers = [
       "Content-Type: application/json", "webhook-id: \(event.id)",
       "webhook-timestamp: \(timestamp)", "webhook-signature: \(signature)",
+      // Names the sender in the receiver's logs (libcurl sends none by itself).
+      "User-Agent: countdown-server",
       // No 100-continue round trip before the body.
       "Expect:",
     ]

@@ -32,7 +32,30 @@ public struct WebhookEndpoint: Sendable, Equatable, CustomStringConvertible {
     guard !host.isEmpty, !host.hasPrefix(":") else {
       throw WebhookConfigError("a webhook URL must name a host")
     }
+    try Self.checkPort(of: host)
     url = text
+  }
+
+  /// A port, when the URL names one, is 1 to 65535: curl would refuse any
+  /// other at every try, for the whole retry window.
+  private static func checkPort(of hostAndPort: Substring) throws(WebhookConfigError) {
+    var rest = hostAndPort
+    if rest.hasPrefix("[") {
+      guard let close = rest.firstIndex(of: "]") else {
+        throw WebhookConfigError("a webhook URL's IPv6 address must end with ']'")
+      }
+      rest = rest[rest.index(after: close)...]
+      guard rest.isEmpty || rest.hasPrefix(":") else {
+        throw WebhookConfigError("a webhook URL's IPv6 address must be followed by :PORT or /")
+      }
+    }
+    guard let colon = rest.lastIndex(of: ":") else { return }
+    let digits = rest[rest.index(after: colon)...]
+    guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ ("0"..."9").contains($0) }),
+      let port = Int(digits), (1...65_535).contains(port)
+    else {
+      throw WebhookConfigError("a webhook URL's port must be 1 to 65535")
+    }
   }
 
   /// The URL without any `user:password@`, for logs and `--print-config`.

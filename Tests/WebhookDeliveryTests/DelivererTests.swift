@@ -58,6 +58,8 @@ import Testing
       #expect(request.method == "POST" && request.path == "/hook")
       #expect(request.body == event.body)
       #expect(request.headers["content-type"] == "application/json")
+      #expect(request.headers["user-agent"] == "countdown-server")
+      #expect(request.headers["expect"] == nil)
       #expect(request.headers["webhook-id"] == event.id)
       let timestamp = Int64(request.headers["webhook-timestamp"] ?? "") ?? -1
       #expect(abs(timestamp - Self.now() / 1000) < 60)

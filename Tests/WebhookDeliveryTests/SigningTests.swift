@@ -70,13 +70,18 @@ import Testing
 
   /// Only http and https URLs with a host pass; spaces, control characters, NUL and 4 KB are refused, and the shown URL hides a password.
   @Test func endpointParsingEdges() throws {
-    for good in ["http://127.0.0.1:9/hook", "HTTPS://example.com", "https://u:p@h.example/x?y#z"] {
+    for good in [
+      "http://127.0.0.1:9/hook", "HTTPS://example.com", "https://u:p@h.example/x?y#z",
+      "http://[::1]:8080/x", "http://[::1]/x", "http://h:65535",
+    ] {
       #expect(try WebhookEndpoint(parsing: good).url == good)
     }
     for bad in [
       "", "ftp://h/x", "file:///etc/passwd", "http://", "http:///x", "http://:80/x", "h/x",
       "http://h/a b", "http://h/\0", "http://h/\u{7f}", "http://h/\n",
-      "http://h/" + String(repeating: "a", count: 4096),
+      "http://h/" + String(repeating: "a", count: 4096), "http://h:0/", "http://h:65536/",
+      "http://h:99999999999999999999/", "http://h:-1/", "http://h:abc/", "http://h:/",
+      "http://h:+80/", "http://[::1/x", "http://[::1]x/", "http://[::1]:0/",
     ] {
       #expect(throws: WebhookConfigError.self, "\(bad.prefix(40))") {
         try WebhookEndpoint(parsing: bad)

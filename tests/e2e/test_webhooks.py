@@ -63,8 +63,10 @@ def test_webhook_needs_a_durable_outbox(secret_file: Path):
 
 @pytest.mark.parametrize("url", [
     "ftp://127.0.0.1/hook", "file:///etc/passwd", "127.0.0.1:9/hook", "http://", "http:///x",
-    "http://h/a b", "http://h/\t", "", "http://h/" + "a" * 4096,
-], ids=["ftp", "file", "no-scheme", "no-host", "empty-host", "space", "tab", "empty", "4KB"])
+    "http://h/a b", "http://h/\t", "", "http://h/" + "a" * 4096, "http://127.0.0.1:99999/x",
+    "http://127.0.0.1:0/x", "http://[::1/x",
+], ids=["ftp", "file", "no-scheme", "no-host", "empty-host", "space", "tab", "empty", "4KB", "port-99999",
+        "port-0", "open-ipv6"])
 def test_bad_webhook_urls_exit_2(url: str, secret_file: Path):
     """Only http and https URLs with a host are taken; anything else exits 2 before listening."""
     assert_usage_error(run_cli("--webhook", url, "--webhook-secret-file", str(secret_file)), "--webhook")
