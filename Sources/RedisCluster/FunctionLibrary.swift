@@ -848,7 +848,38 @@ public enum FunctionLibrary {
       return moved
     end
 
+    -- The delivery side's hold on the entries it is sending or retrying: each
+    -- one still pending under this consumer is claimed to it again (its idle
+    -- time starts over, its delivery count stays), so no other instance takes it
+    -- for a dead one's; one another instance has taken over stays that one's.
+    -- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
+    -- Returns the ids still this consumer's.
+    local function touch(keys, args)
+      local group, consumer = args[1], args[2]
+      local ours, claim = {}, nil
+      local function flush()
+        if claim then
+          table.insert(claim, 'JUSTID')
+          redis.call(unpack(claim))
+          claim = nil
+        end
+      end
+      for i = 3, #args do
+        local entry = redis.call('XPENDING', keys[1], group, args[i], args[i], 1)[1]
+        if entry and entry[2] == consumer then
+          table.insert(ours, args[i])
+          claim = claim or {'XCLAIM', keys[1], group, consumer, '0'}
+          table.insert(claim, args[i])
+          -- unpack's stack is bounded: claimed a thousand at a time.
+          if #claim >= 1005 then flush() end
+        end
+      end
+      flush()
+      return ours
+    end
+
     redis.register_function('countdown_v3_command', command)
+    redis.register_function('countdown_v3_touch', touch)
     redis.register_function('countdown_v3_due', due)
     redis.register_function('countdown_v3_viewers', viewers)
     redis.register_function('countdown_v3_open', open)

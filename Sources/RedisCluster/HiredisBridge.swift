@@ -216,6 +216,28 @@ public final class BlockingRedis {
     return value
   }
 
+  /// Sends every command at once and then reads their replies, in order:
+  /// one round trip for all. Each reply is returned as it is, an error reply
+  /// too; a broken connection throws.
+  public func pipeline(_ commands: [[String]]) throws(RedisError) -> [RedisReply] {
+    for arguments in commands {
+      let status = withArgv(arguments) { count, argv, argvlen in
+        redisAppendCommandArgv(raw, count, argv, argvlen)
+      }
+      guard status == REDIS_OK else { throw RedisError(.disconnected, errorText(of: raw)) }
+    }
+    var replies: [RedisReply] = []
+    for _ in commands {
+      var reply: UnsafeMutableRawPointer?
+      guard redisGetReply(raw, &reply) == REDIS_OK, let reply else {
+        throw RedisError(.disconnected, errorText(of: raw))
+      }
+      defer { freeReplyObject(reply) }
+      replies.append(convert(reply.assumingMemoryBound(to: redisReply.self)))
+    }
+    return replies
+  }
+
   /// AUTH, before anything else on this connection: as `username` (an ACL
   /// user) or the default user. Nothing here puts the password in a message.
   public func authenticate(username: String?, password: String) throws(RedisError) {

@@ -121,7 +121,8 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// Called after events reached the hub, so that the server pushes what
   /// changed: they come from hiredis's callbacks, outside lws's.
   public var onHubChanged: (() -> Void)?
-  /// A command applied with webhooks on, so its event is in the stream:
+  /// A command applied with webhooks on, so its event is in the stream, or
+  /// a deadline passed whose finish the next `countdown_v3_due` records:
   /// the deliverer can be woken (on the loop's thread; it must not block).
   public var onEventsRecorded: (() -> Void)?
   /// Another instance has made a new epoch (Redis lost its data and an
@@ -285,6 +286,16 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     // Before `start` or after `stop` nothing can be ordered.
     guard let ordering else { return .done(.unavailable(Self.unreachable)) }
     return ordering.sequence(request)
+  }
+
+  /// The hub saw a run elapse or a wait time out. The function library
+  /// records that finish, once for the cluster, when the delivery side next
+  /// calls `countdown_v3_due` (or a command finds it passed): so this only
+  /// wakes the deliverer, which then calls it at the deadline rather than at
+  /// its next poll. Every instance that has the session open does; the first
+  /// call records the finish, the rest find nothing due.
+  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {
+    if settings.recordsEvents { onEventsRecorded?() }
   }
 
   public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {

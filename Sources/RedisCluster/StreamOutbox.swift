@@ -8,7 +8,8 @@ import Observability
 /// here: an instance that dies leaves its entries pending, and once they have
 /// been idle for `claimAfterMs` another instance takes them over with
 /// XAUTOCLAIM. This instance keeps the entries it holds from going idle (a
-/// retry may wait for hours) by claiming them to itself again.
+/// retry may wait for hours) by claiming them to itself again
+/// (`countdown_v3_touch`: only those still its own).
 ///
 /// Only the delivery thread calls it: its connection is blocking, its own,
 /// and never the service thread's.
@@ -42,10 +43,12 @@ public final class StreamOutbox: WebhookOutbox {
   public let settings: Settings
   private let config: SessionConfig.Shared
   private var redis: BlockingRedis?
-  /// Entries handed out and not yet settled, with when they were last
-  /// claimed to this consumer (monotonic ms).
+  /// Entries handed out and not yet settled, by stream id.
   private var held: Set<String> = []
+  /// When they were last claimed to this consumer again (monotonic ms).
   private var touchedAt: Int64 = .min / 2
+  /// Entries delivered or dead whose settling Redis has not confirmed yet.
+  private var unsettled: Set<String> = []
   /// When consumers that are gone were last looked for (monotonic ms).
   private var prunedAt: Int64 = .min / 2
   /// Where XAUTOCLAIM's scan of the pending entries goes on from.
@@ -63,6 +66,7 @@ public final class StreamOutbox: WebhookOutbox {
       _ = try redis.command(
         ["FCALL", RedisSequencer.function("due"), "3"] + RedisSequencer.eventsKeys
           + [String(settings.dueBatch)])
+      try settleLeft(redis)
       try touchHeld(redis)
       try pruneConsumers(redis)
       guard limit > 0 else { return [] }
@@ -87,8 +91,13 @@ public final class StreamOutbox: WebhookOutbox {
 
   public func retry(_ entry: OutboxEntry, attempts: Int, at: Int64) throws {
     try connected { redis in
-      try redis.command(["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))])
-      try claimToSelf(redis, [entry.handle])
+      // The tries kept, and the entry claimed to this consumer again so its
+      // idle time starts over: one round trip.
+      let replies = try redis.pipeline([
+        ["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))],
+        touchCall([entry.handle]),
+      ])
+      for case .error(let message) in replies { throw RedisError.reply(message) }
     }
   }
 
@@ -164,15 +173,16 @@ public final class StreamOutbox: WebhookOutbox {
   private func touchHeld(_ redis: BlockingRedis) throws {
     let now = monotonicMs()
     guard !held.isEmpty, now - touchedAt >= settings.claimAfterMs / 3 else { return }
-    let reply = try redis.command(
-      [
-        "XPENDING", RedisSequencer.eventsKey, Self.group, "-", "+", String(held.count),
-        settings.consumer,
-      ])
-    let ours = Set((reply.elements ?? []).compactMap { $0.elements?.first?.text })
-    held.formIntersection(ours)
-    try claimToSelf(redis, Array(held))
+    let reply = try redis.command(touchCall(held.sorted()))
+    held.formIntersection((reply.elements ?? []).compactMap(\.text))
     touchedAt = now
+  }
+
+  /// countdown_v3_touch: each entry still this consumer's claimed to it
+  /// again, in one atomic step, so none is taken from another instance.
+  private func touchCall(_ ids: [String]) -> [String] {
+    ["FCALL", RedisSequencer.function("touch"), "1", RedisSequencer.eventsKey, Self.group]
+      + [settings.consumer] + ids
   }
 
   /// Each instance joins the group under a name of its own, made anew at
@@ -201,21 +211,28 @@ public final class StreamOutbox: WebhookOutbox {
     }
   }
 
-  /// XCLAIM … JUSTID resets an entry's idle time without counting a delivery.
-  private func claimToSelf(_ redis: BlockingRedis, _ ids: [String]) throws {
-    guard !ids.isEmpty else { return }
-    try redis.command(
-      ["XCLAIM", RedisSequencer.eventsKey, Self.group, settings.consumer, "0"] + ids + ["JUSTID"])
-  }
-
+  /// Settled here at once, or, when Redis cannot be reached, at the next
+  /// call that can: the entry stays this instance's (touched like any it
+  /// holds) until then, so it is neither lost nor sent again meanwhile.
   private func settle(_ id: String) throws {
-    try connected { redis in try settleOn(redis, id) }
+    unsettled.insert(id)
+    try connected { redis in try settleLeft(redis) }
   }
 
+  private func settleLeft(_ redis: BlockingRedis) throws {
+    for id in unsettled.sorted() {
+      try settleOn(redis, id)
+      unsettled.remove(id)
+    }
+  }
+
+  /// Out of the group, the stream and the tries, in one round trip.
   private func settleOn(_ redis: BlockingRedis, _ id: String) throws {
-    try redis.command(["XACK", RedisSequencer.eventsKey, Self.group, id])
-    try redis.command(["XDEL", RedisSequencer.eventsKey, id])
-    try redis.command(["HDEL", Self.attemptsKey, id])
+    let replies = try redis.pipeline([
+      ["XACK", RedisSequencer.eventsKey, Self.group, id], ["XDEL", RedisSequencer.eventsKey, id],
+      ["HDEL", Self.attemptsKey, id],
+    ])
+    for case .error(let message) in replies { throw RedisError.reply(message) }
     held.remove(id)
   }
 

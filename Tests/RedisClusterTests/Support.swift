@@ -183,6 +183,7 @@ final class Instance {
     sequencer = RedisSequencer(settings: settings)
     var config = HubConfig()
     config.control = control
+    config.recordsEvents = recordsEvents
     hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
     sequencer.hub = hub
     sequencer.start(on: loop)

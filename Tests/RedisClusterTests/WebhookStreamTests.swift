@@ -272,6 +272,98 @@ import Testing
     withExtendedLifetime(client) {}
   }
 
+  /// An entry delivered while Redis was unreachable is settled once it is
+  /// back, by the next call, and handed out to no one in between.
+  @Test func aSettleThatFailedIsMadeLater() throws {
+    let redis = try RedisProcess(appendOnly: true)
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    let outbox = Self.outbox(redis, "a", claimAfterMs: 100)
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let entry = try #require(try outbox.take(limit: 1, now: now()).first)
+    redis.stop()
+    #expect(throws: RedisError.self) { try outbox.delivered(entry) }
+    try redis.start()
+    let back = try redis.blocking()
+    #expect(try back.command(["XLEN", RedisSequencer.eventsKey]) == .integer(1))
+    // Idle past the claim timeout, yet not handed out again: it is settled.
+    usleep(200_000)
+    #expect(try outbox.take(limit: 10, now: now()) == [])
+    #expect(try back.command(["XLEN", RedisSequencer.eventsKey]) == .integer(0))
+    let pending = try back.command(["XPENDING", RedisSequencer.eventsKey, StreamOutbox.group])
+    #expect(pending.elements?.first == .integer(0))
+  }
+
+  /// An entry a dead holder left that was trimmed from the stream since
+  /// (the bound, or a hand) leaves the group when it is claimed, counted.
+  @Test func aTrimmedEntryLeavesTheGroup() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "a", claimAfterMs: 100)
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let read = try client.command([
+      "XREADGROUP", "GROUP", StreamOutbox.group, "dead", "COUNT", "1", "STREAMS",
+      RedisSequencer.eventsKey, ">",
+    ])
+    let id = try #require(
+      read.elements?.first?.elements?.last?.elements?.first?.elements?.first?.text)
+    try client.command(["XDEL", RedisSequencer.eventsKey, id])
+    let giveUp = now() + 5000
+    while outbox.damaged == 0 && now() < giveUp {
+      #expect(try outbox.take(limit: 10, now: now()) == [])
+      usleep(50_000)
+    }
+    #expect(outbox.damaged == 1)
+    let pending = try client.command(["XPENDING", RedisSequencer.eventsKey, StreamOutbox.group])
+    #expect(pending.elements?.first == .integer(0))
+  }
+
+  /// Touching claims back only what is still this consumer's: an entry
+  /// another instance took over stays with it, and the delivery count of
+  /// one touched does not grow. Over a thousand at once, too.
+  @Test func touchKeepsOnlyWhatIsStillOurs() throws {
+    let (redis, client) = try Self.loaded()
+    let outbox = Self.outbox(redis, "a")
+    _ = try outbox.take(limit: 1, now: now())
+    try Self.command(client, "s", .start(.seconds(60), finishedLabel: nil))
+    let entry = try #require(try outbox.take(limit: 1, now: now()).first)
+    try client.command([
+      "XCLAIM", RedisSequencer.eventsKey, StreamOutbox.group, "b", "0", entry.handle, "JUSTID",
+    ])
+    try outbox.retry(entry, attempts: 1, at: now() + 1000)
+    let owner = try client.command([
+      "XPENDING", RedisSequencer.eventsKey, StreamOutbox.group, "-", "+", "10",
+    ])
+    #expect(owner.elements?.first?.elements?[1].text == "b")
+    // 1,200 entries held by "c": all touched, none counted as delivered again.
+    for index in 0..<1200 {
+      try client.command(["XADD", RedisSequencer.eventsKey, "*", "n", String(index)])
+    }
+    let read = try client.command([
+      "XREADGROUP", "GROUP", StreamOutbox.group, "c", "COUNT", "1200", "STREAMS",
+      RedisSequencer.eventsKey, ">",
+    ])
+    let ids = (read.elements?.first?.elements?.last?.elements ?? []).compactMap {
+      $0.elements?.first?.text
+    }
+    #expect(ids.count == 1200)
+    func touch(_ consumer: String) throws -> Int {
+      let reply = try client.command(
+        ["FCALL", RedisSequencer.function("touch"), "1", RedisSequencer.eventsKey]
+          + [StreamOutbox.group, consumer] + ids)
+      return reply.elements?.count ?? -1
+    }
+    #expect(try touch("d") == 0)
+    #expect(try touch("c") == 1200)
+    let counts = try client.command([
+      "XPENDING", RedisSequencer.eventsKey, StreamOutbox.group, "-", "+", "2000", "c",
+    ])
+    let deliveries = (counts.elements ?? []).compactMap { $0.elements?.last }
+    #expect(deliveries.count == 1200)
+    #expect(deliveries.allSatisfy { $0 == .integer(1) })
+  }
+
   /// A consumer that is gone (an instance's name before its restart) and
   /// holds nothing leaves the group once quiet for ten claim timeouts; the
   /// outbox's own stays.
@@ -421,5 +513,42 @@ import Testing
     let state = (body?["data"] as? [String: Any])?["state"] as? [String: Any]
     #expect(state?["endsAt"] as? Int64 == viewer.state["endsAt"] as? Int64)
     #expect(state?["phase"] as? String == "running")
+  }
+
+  /// A run that elapses with no command wakes the deliverer at its deadline
+  /// (so its finish goes out then, not at the next poll), and the finish is
+  /// recorded once however many calls of `due` follow.
+  @Test func anElapsedRunWakesTheDeliverer() throws {
+    let redis = try RedisProcess()
+    let loop = LibevLoop()
+    let epoch = try RedisSequencer.prepare(redis.address, proposedEpoch: Hub.randomEpoch())
+    let instance = Instance(redis, loop: loop, epoch: epoch, recordsEvents: true)
+    var told = 0
+    instance.sequencer.onEventsRecorded = { told += 1 }
+    waitFor(loop, "connected") { instance.sequencer.isConnected }
+    var viewer = Viewer(instance.hub, "short")
+    waitFor(loop, "the snapshot") {
+      viewer.read(instance.hub)
+      return viewer.hasSnapshot
+    }
+    viewer.send(instance.hub, #"{"op":"start","seconds":1,"id":1}"#)
+    waitFor(loop, "the ack") {
+      viewer.read(instance.hub)
+      return viewer.reply(1) != nil
+    }
+    #expect(told == 1)
+    waitFor(loop, "the wake at the deadline") {
+      instance.hub.advance(now: now())
+      viewer.read(instance.hub)
+      return told == 2
+    }
+    #expect(viewer.state["phase"] as? String == "finished")
+    let client = try redis.blocking()
+    #expect(try WebhookStreamTests.due(client) == 1)
+    #expect(try WebhookStreamTests.due(client) == 0)
+    let types = try WebhookStreamTests.stream(client).map {
+      try StreamEvent.event($0, config: WebhookStreamTests.config).get().type
+    }
+    #expect(types == [.started, .finished])
   }
 }

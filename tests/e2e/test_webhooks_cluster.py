@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from apikit import command
-from serverproc import start_server
+from serverproc import PUBLIC_DIR, server_binary, start_server
 from test_cluster import REDIS_SERVER, Redis, redis  # noqa: F401 (redis: a fixture)
 
 pytestmark = pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason="redis-server is not installed")
@@ -225,3 +226,16 @@ def test_a_run_that_ends_while_every_instance_is_down_is_sent_at_start(redis, re
         assert finish["data"]["session"] == "down"
     finally:
         again.stop_and_check()
+
+
+def test_the_claim_flag_is_bounded():
+    """--test-webhook-claim-ms takes whole milliseconds from 100 to a day, nothing else."""
+    for value in ("99", "86400001", "-0", "1e3", "1e400", "", "9223372036854775808",
+                  "18446744073709551616", "5\x01", "9" * 4096):
+        done = subprocess.run([str(server_binary()), "--port", "0", "--public", str(PUBLIC_DIR),
+                               "--test-webhook-claim-ms", value], capture_output=True, text=True, timeout=10)
+        assert done.returncode == 2, (value[:40], done)
+        assert "--test-webhook-claim-ms" in done.stderr, done.stderr
+    shown = subprocess.run([str(server_binary()), "--test-webhook-claim-ms", "250", "--print-config"],
+                           capture_output=True, text=True, timeout=10)
+    assert shown.returncode == 0 and "250" in shown.stdout, shown
