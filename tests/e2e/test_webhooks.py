@@ -20,8 +20,8 @@ import pytest
 from cdclient import Client, http_get, run_async
 from opskit import scrape, value, wait_log, wait_scrape
 from serverproc import PUBLIC_DIR, REPO_ROOT, server_binary, start_server
-# The SQLite outbox's tests' receiver: every request verified with PyPI's standardwebhooks.
-from test_webhooks_store import SECRET as STORE_SECRET, Receiver, of
+# The webhook tests' receiver: every request verified with PyPI's standardwebhooks.
+from hookkit import SECRET as STORE_SECRET, Receiver, of
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 URL = "http://127.0.0.1:9/hook"
