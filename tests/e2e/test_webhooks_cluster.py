@@ -1,94 +1,55 @@
 """Webhooks in cluster mode (--redis): the outbox is a Redis Stream read through one
 consumer group, so each event reaches the receiver once while every instance is up, and
-at least once after the instance that held it is killed (-9). The receiver is the test's
-own, on a loopback port; every request's signature is checked with the PyPI
+at least once after the instance that held it is killed (-9). The receiver (hookkit's)
+is on a loopback port; every request's signature is checked with the PyPI
 `standardwebhooks` package."""
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import signal
 import subprocess
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from standardwebhooks import Webhook
 
+import hookkit
 from apikit import command
 from serverproc import PUBLIC_DIR, server_binary, start_server
 from test_cluster import REDIS_SERVER, Redis, redis  # noqa: F401 (redis: a fixture)
 
 pytestmark = pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason="redis-server is not installed")
 
-SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 CLAIM_MS = 600
 
 
-class Receiver:
-    """An HTTP endpoint that records every delivery and answers `status` (200 unless
-    set otherwise), after checking the Standard Webhooks signature."""
+class Receiver(hookkit.Receiver):
+    """hookkit's receiver (each signature checked with `standardwebhooks`), answering
+    `status`, and noting when each request came."""
 
     def __init__(self):
+        super().__init__()
         self.status = 200
-        self.lock = threading.Condition()
-        self.requests: list[dict] = []  # every request, whatever it was answered
-        self.bad_signatures = 0
-        receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                try:
-                    Webhook(SECRET).verify(body, headers)
-                    ok = True
-                except Exception:  # noqa: BLE001 - any verification failure counts
-                    ok = False
-                with receiver.lock:
-                    status = receiver.status
-                    receiver.requests.append(
-                        {"id": headers.get("webhook-id"), "body": json.loads(body), "status": status,
-                         "signed": ok, "at": time.monotonic()})
-                    if not ok:
-                        receiver.bad_signatures += 1
-                    receiver.lock.notify_all()
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+        def answer(event: dict) -> int:
+            event["at"] = time.monotonic()
+            return self.status
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.answer = answer
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+    def requests(self) -> list[dict]:
+        """Every verified request, whatever it was answered."""
+        with self.changed:
+            return list(self.events)
 
     def delivered(self) -> list[dict]:
         """Requests answered 2xx: the deliveries that count."""
-        with self.lock:
-            return [r for r in self.requests if 200 <= r["status"] < 300]
+        return [r for r in self.requests if 200 <= r["status"] < 300]
 
     def wait(self, what: str, predicate, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    pytest.fail(f"timed out waiting for {what}; got {self.requests}")
-                self.lock.wait(min(left, 0.2))
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.wait_for(lambda _: predicate(), what, timeout)
 
 
 @pytest.fixture
@@ -101,7 +62,7 @@ def receiver():
 @pytest.fixture
 def secret_file():
     path = Path(tempfile.mkdtemp(prefix="countdown-hook-")) / "secret"
-    path.write_text(SECRET + "\n")
+    path.write_text(hookkit.SECRET + "\n")
     return path
 
 
@@ -151,7 +112,7 @@ def test_each_event_arrives_exactly_once_with_two_instances(redis, receiver, sec
         delivered = receiver.delivered()
         ids = [r["id"] for r in delivered]
         assert len(ids) == expected and len(set(ids)) == expected, ids
-        assert receiver.bad_signatures == 0
+        assert receiver.rejected == []
         kinds = sorted((r["body"]["data"]["session"], r["body"]["type"]) for r in delivered)
         assert kinds == sorted([(s, "session.started") for s in sessions]
                                + [(s, "session.finished") for s in sessions]
@@ -189,15 +150,14 @@ def test_an_event_whose_holder_is_killed_arrives_from_the_other(redis, receiver,
         assert {r["id"] for r in receiver.requests} == {held_id}
         a.proc.send_signal(signal.SIGKILL)
         a.proc.wait(timeout=5)
-        with receiver.lock:
-            receiver.status = 200
+        receiver.status = 200
         receiver.wait("the event from B", lambda: len(receiver.delivered()) >= 1)
         wait_settled(redis)
         delivered = receiver.delivered()
         assert [r["id"] for r in delivered] == [held_id]
         assert delivered[0]["body"]["type"] == "session.started"
         assert delivered[0]["body"]["data"]["session"] == "held"
-        assert receiver.bad_signatures == 0
+        assert receiver.rejected == []
     finally:
         if b is not None:
             b.stop_and_check()
