@@ -103,7 +103,6 @@ final class Wakes: Sendable {
   @Test func settledRowsAreDeletedWhenTheWriterIsQuiet() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
-    let record = started()
     saveWithEvent(.started, "a", ticket: 1, to: fixture.store)
     _ = fixture.completions.wait(for: 1)
     let taken = try fixture.store.take(limit: 10, now: t0)
@@ -121,7 +120,6 @@ final class Wakes: Sendable {
   @Test func unsettledEntriesComeBackAfterReopen() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
-    let record = started()
     let types: [WebhookEventType] = [.started, .paused, .resumed]
     for (index, type) in types.enumerated() {
       saveWithEvent(type, "s", ticket: index, to: fixture.store)
@@ -148,7 +146,6 @@ final class Wakes: Sendable {
   @Test func retryEdgesSurviveReopen() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
-    let record = started()
     for index in 0..<2 {
       saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
     }
@@ -173,7 +170,6 @@ final class Wakes: Sendable {
   @Test func takeLimitEdges() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
-    let record = started()
     for index in 0..<5 {
       saveWithEvent(.started, "s\(index)", ticket: index, to: fixture.store)
     }
@@ -193,7 +189,6 @@ final class Wakes: Sendable {
     defer { fixture.finish() }
     let wakes = Wakes()
     fixture.store.onEventsRecorded = wakes.handler
-    let record = started()
     try rawSQL(
       fixture.path,
       """
@@ -464,7 +459,6 @@ final class Wakes: Sendable {
   @Test func closeStoresWhatWasSettled() throws {
     let fixture = try Fixture()
     defer { fixture.finish() }
-    let record = started()
     saveWithEvent(.started, "s", ticket: 1, to: fixture.store)
     _ = fixture.completions.wait(for: 1)
     let taken = try fixture.store.take(limit: 5, now: t0)
