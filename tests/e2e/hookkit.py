@@ -8,6 +8,7 @@ import base64
 import http.server
 import threading
 
+import pytest
 from standardwebhooks.webhooks import Webhook
 
 SECRET = "whsec_" + base64.b64encode(b"outbox-test-key-0123456789abcdef").decode()
@@ -78,3 +79,11 @@ def of(events: list[dict], session: str, type_: str, status: int | None = None) 
     return [e for e in events
             if e["body"]["data"]["session"] == session and e["body"]["type"] == type_
             and (status is None or e["status"] == status)]
+
+
+@pytest.fixture
+def receiver():
+    """A receiver for one test, closed after it."""
+    r = Receiver()
+    yield r
+    r.close()

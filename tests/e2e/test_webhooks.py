@@ -21,7 +21,7 @@ from cdclient import Client, http_get, run_async
 from opskit import scrape, value, wait_log, wait_scrape
 from serverproc import PUBLIC_DIR, REPO_ROOT, server_binary, start_server
 # The webhook tests' receiver: every request verified with PyPI's standardwebhooks.
-from hookkit import SECRET as STORE_SECRET, Receiver, of
+from hookkit import SECRET as STORE_SECRET, Receiver, of, receiver  # noqa: F401 (a fixture)
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 URL = "http://127.0.0.1:9/hook"
@@ -148,13 +148,6 @@ def test_webhook_flags_come_from_the_environment(secret_file: Path):
 
 
 # -- Delivery, end to end: a real outbox (SQLite), a receiver on a loopback port ----------
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def webhook_server(tmp_path: Path, *urls: str, extra: tuple[str, ...] = ()):

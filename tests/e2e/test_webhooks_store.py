@@ -18,19 +18,12 @@ from pathlib import Path
 import pytest
 
 from cdclient import Client, run_async
-from hookkit import SECRET, TIMEOUT, Receiver, of
+from hookkit import SECRET, TIMEOUT, Receiver, of, receiver  # noqa: F401 (receiver: a fixture)
 from serverproc import start_server
 
 
 def sid(prefix: str = "w") -> str:
     return prefix + uuid.uuid4().hex[:16]
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture
