@@ -111,7 +111,8 @@ def test_overlay_is_the_label_alone_on_a_transparent_page(server, pool, session_
     """?view=overlay shows the label and nothing else (no button, controls, footer or
     chime toggle); its page is transparent, so a screenshot with no default background
     has transparent corners and opaque label pixels (docs/overlay.png); axe-core finds
-    no violation; the countdown runs in it as on the full page."""
+    no violation, in light and dark mode, which looks the same; the countdown runs in it
+    as on the full page."""
     d = pool(0)
     pk.emulate_viewport(d, STAGE)
     obs = pk.Observer(server.ws_url(session_id))
@@ -141,6 +142,15 @@ def test_overlay_is_the_label_alone_on_a_transparent_page(server, pool, session_
         opaque = sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[mid][x * 4 + 3] == 255)
         assert opaque > 10, f"the label's row has only {opaque} opaque pixels"
         keep_in_docs(path, "overlay.png")
+
+        # A dark system scheme changes nothing: the same type, still no violation.
+        colour = style(d, "#label", "color")
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                          {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        assert style(d, "#label", "color") == colour
+        assert style(d, "html", "backgroundColor") == "rgba(0, 0, 0, 0)"
+        r = pk.axe_audit(d)
+        assert not r["violations"], pk.format_violations(r["violations"])
     finally:
         obs.close()
 
