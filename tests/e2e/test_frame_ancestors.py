@@ -70,6 +70,17 @@ def test_frame_ancestors_names_the_sites_on_what_lws_writes(how):
     assert line.split()[1] == LIST and line.split()[2] == ("flag" if how == "flag" else "COUNTDOWN_FRAME_ANCESTORS")
 
 
+@pytest.mark.parametrize("value", ["https://a.example;script-src *", "https://a.example\x01", "'none'", ""])
+def test_a_bad_variable_exits_2_naming_it(value):
+    """A bad COUNTDOWN_FRAME_ANCESTORS stops the server at start with exit 2, and the
+    message names the variable, with a control character shown escaped."""
+    res = subprocess.run([str(server_binary()), "--port", "0"], capture_output=True, text=True, timeout=10,
+                         env={**os.environ, "COUNTDOWN_FRAME_ANCESTORS": value}, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2, res
+    assert "COUNTDOWN_FRAME_ANCESTORS" in res.stderr and "listening on" not in res.stdout
+    assert "\x01" not in res.stderr
+
+
 def test_without_the_flag_nothing_may_frame_the_page():
     """The default is today's: every answer denies framing."""
     srv = start_server()
