@@ -52,7 +52,11 @@ export class Chime {
   unlock() {
     const Context = globalThis.AudioContext ?? globalThis.webkitAudioContext;
     if (!Context) return Promise.resolve();
-    if (!this.context) this.context = new Context();
+    try {
+      this.context ??= new Context();
+    } catch {
+      return Promise.resolve(); // the browser refused one (too many, or no audio): silent
+    }
     if (this.context.state === "suspended") this.context.resume().catch(() => {});
     this.loading ??= fetch(SOUND_URL)
       .then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error(`${SOUND_URL}: ${r.status}`))))
