@@ -18,6 +18,7 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Senda
   private let lock = NSLock()
   private var lastActivity = Date()
   private var session: URLSession?
+  private var responded = false
 
   init(_ request: URLRequest) {
     (chunks, continuation) = AsyncStream.makeStream(of: Chunk.self, bufferingPolicy: .unbounded)
@@ -36,7 +37,7 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Senda
   }
 
   /// Seconds since anything arrived (or since the start).
-  func idle(at now: Date) -> Double { lock.withLock { now.timeIntervalSince(lastActivity) } }
+  func idle(at now: Date) -> Double { lock.locked { now.timeIntervalSince(lastActivity) } }
 
   /// Ends the stream with `error` and lets go of the connection.
   func fail(_ error: CountdownError) {
@@ -46,7 +47,7 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Senda
 
   func close() {
     continuation.finish()
-    let s = lock.withLock { () -> URLSession? in
+    let s = lock.locked { () -> URLSession? in
       defer { session = nil }
       return session
     }
@@ -54,29 +55,45 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Senda
     s?.invalidateAndCancel()
   }
 
-  private func touch() { lock.withLock { lastActivity = Date() } }
+  private func touch() { lock.locked { lastActivity = Date() } }
+
+  // The status is reported once: from the response callback, or, where that one is not
+  // called, from the task when its first bytes (or its end) arrive. Apple's newer SDKs
+  // declare the callback's handler @Sendable, and a method that only nearly matches a
+  // requirement is never called; Linux's URLSession may not have set `task.response` yet
+  // when the first bytes come, so it needs the callback.
+  private func reportResponse(_ response: URLResponse?) {
+    guard let http = response as? HTTPURLResponse else { return }
+    let first = lock.locked { () -> Bool in
+      defer { responded = true }
+      return !responded
+    }
+    guard first else { return }
+    continuation.yield(
+      .response(
+        status: http.statusCode,
+        retryAfter: CountdownClient.retryAfter(http.value(forHTTPHeaderField: "Retry-After"))))
+  }
 
   func urlSession(
     _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
   ) {
     touch()
-    let http = response as? HTTPURLResponse
-    continuation.yield(
-      .response(
-        status: http?.statusCode ?? 0,
-        retryAfter: CountdownClient.retryAfter(http?.value(forHTTPHeaderField: "Retry-After"))))
+    reportResponse(response)
     completionHandler(.allow)
   }
 
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
     touch()
+    reportResponse(dataTask.response)
     continuation.yield(.data(data))
   }
 
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?
   ) {
+    reportResponse(task.response)
     let why = error.map { CountdownClient.describe($0) } ?? "the server ended the stream"
     fail(.unreachable(why))
   }
@@ -177,5 +194,14 @@ extension CountdownClient {
     } onCancel: {
       stream.close()
     }
+  }
+}
+
+extension NSLock {
+  /// `withLock`, which older Apple SDKs lack.
+  func locked<T>(_ body: () throws -> T) rethrows -> T {
+    lock()
+    defer { unlock() }
+    return try body()
   }
 }
