@@ -143,6 +143,8 @@ extension CountdownClient {
   ) async -> CountdownError {
     var req = request(endpoint("/events"), method: "GET")
     req.setValue("text/event-stream", forHTTPHeaderField: "Accept")
+    // The stream is a viewer's and needs no credential: it does not carry one.
+    req.setValue(nil, forHTTPHeaderField: "Authorization")
     if let id = watch.lastEventID { req.setValue(String(id), forHTTPHeaderField: "Last-Event-ID") }
     let sentAt = Date()
     let stream = StreamingRequest(req)
