@@ -41,10 +41,10 @@ final class ServerProcess: @unchecked Sendable {
     let out = Pipe()
     process.executableURL = binary
     process.currentDirectoryURL = Self.root
-    var args = [
-      "--host", "127.0.0.1", "--port", String(port), "--public",
-      Self.root.appendingPathComponent("Public").path, "--log-format", "json",
-    ]
+    var args = ["--host", "127.0.0.1", "--port", String(port), "--log-format", "json"]
+    if !extra.contains("--public") {
+      args += ["--public", Self.root.appendingPathComponent("Public").path]
+    }
     if !extra.contains("--data") {
       args += ["--data", self.dataDir.appendingPathComponent("countdown.db").path]
     }
