@@ -40,6 +40,21 @@ struct WatchTests {
     await rec.cancel()
   }
 
+  /// A consumer that stops iterating closes its stream: another watcher sees the server
+  /// count one viewer less.
+  @Test func stoppingClosesTheStream() async throws {
+    let server = try ServerProcess()
+    let client = try CountdownClient(base: server.base, session: "leave")
+    _ = try await client.send(.start(seconds: 60))  // ticks, so the server writes and notices
+    let stays = Recorder(client.changes())
+    let leaves = Recorder(client.changes())
+    _ = try await leaves.next("connected") { $0.isConnected }
+    _ = try await stays.next("two viewers") { $0.state?.viewers == 2 }
+    await leaves.cancel()
+    _ = try await stays.next("one viewer", within: 10) { $0.state?.viewers == 1 }
+    await stays.cancel()
+  }
+
   /// A wait's elapsed time counts up from its `startedAt`; done ends it with its outcome.
   @Test func followsAWait() async throws {
     let server = try ServerProcess()
