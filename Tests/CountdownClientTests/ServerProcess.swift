@@ -37,7 +37,7 @@ final class ServerProcess: @unchecked Sendable {
       "countdown-server not built at \(binary.path) (run swift build)")
     self.dataDir = try dataDir ?? Self.freshDataDir()
     stderrPath = self.dataDir.appendingPathComponent("stderr-\(UUID().uuidString).log")
-    FileManager.default.createFile(atPath: stderrPath.path, contents: nil)
+    try #require(FileManager.default.createFile(atPath: stderrPath.path, contents: nil))
     let out = Pipe()
     process.executableURL = binary
     process.currentDirectoryURL = Self.root
