@@ -262,6 +262,18 @@ extension Options {
       },
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),
+    OptionSpec(
+      flag: "--frame-ancestors", valueName: "LIST", section: .limits,
+      help: "Comma-separated origins (https://a.example) or 'self'\n"
+        + "whose pages may show this page in an iframe (CSP\nframe-ancestors; no X-Frame-Options). Default: none.",
+      apply: { o, v, n throws(UsageError) in
+        do throws(FrameAncestors.ParseError) {
+          o.server.frameAncestors = try FrameAncestors(parsing: v)
+        } catch {
+          throw UsageError(message: "\(n) \(error.description)")
+        }
+      },
+      show: { $0.server.frameAncestors?.sources.joined(separator: ",") ?? "" }),
 
     OptionSpec(
       flag: "--api-token-file", valueName: "PATH", section: .limits,
