@@ -3,8 +3,12 @@ import PackageDescription
 
 let package = Package(
   name: "countdown-server",
+  // For CountdownClient, the one product that builds beyond Linux: async URLSession.
+  platforms: [.macOS(.v12), .iOS(.v15), .tvOS(.v15), .watchOS(.v8)],
   products: [
-    .executable(name: "countdown-server", targets: ["countdown-server"])
+    .executable(name: "countdown-server", targets: ["countdown-server"]),
+    // The Swift client (HTTP commands and SSE) for apps and the `countdown` CLI.
+    .library(name: "CountdownClient", targets: ["CountdownClient"]),
   ],
   targets: [
     // Pure core: state machine, codec, registry, scheduler. Knows nothing of C or sockets.
@@ -60,6 +64,8 @@ let package = Package(
       name: "RedisCluster",
       dependencies: ["CountdownCore", "CHiredis", "Libev", "Observability"],
       exclude: ["countdown.lua"]),
+    // Foundation's URLSession only, and no other target, so that it builds for iOS and macOS too.
+    .target(name: "CountdownClient"),
     // Debian's libcurl4-openssl-dev (so https works), seen through a modulemap
     // and a shim for its variadic setopt/getinfo calls.
     .systemLibrary(
@@ -90,6 +96,8 @@ let package = Package(
       dependencies: ["RedisCluster", "CountdownCore", "Libev", "TestSupport"]),
     // A real server on a real loop, driven from other threads.
     .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore", "Libev"]),
+    // Against the built server binary, started by the tests on a free port.
+    .testTarget(name: "CountdownClientTests", dependencies: ["CountdownClient"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
