@@ -86,9 +86,16 @@ final class App {
     logStart()
     warnUnknownVariables()
     signal(SIGPIPE, SIG_IGN)
+    // A parent may hand down a mask that blocks the stop signals (a thread
+    // of Foundation's `Process` does): a blocked SIGTERM would never stop
+    // the server. Unblocked here, before any thread is made to inherit it.
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
     for stopSignal in [SIGINT, SIGTERM] {
+      sigaddset(&stopSignals, stopSignal)
       signal(stopSignal) { _ in CountdownServer.requestStop() }
     }
+    pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
     raiseOpenFileLimit(toServe: options.server.maxConnections)
 
     // Every session's durable facts are loaded, and the deadline heap

@@ -9,9 +9,11 @@ import json
 import os
 import re
 import signal
+import sys
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +108,25 @@ def test_second_signal_ends_the_drain():
     finally:
         srv.kill()
 
+
+
+def test_sigterm_stops_a_server_started_with_it_blocked():
+    """A parent that blocks SIGTERM and SIGINT (as a thread of Foundation's Process does) cannot keep the server from stopping on them."""
+    blocker = [sys.executable, "-c",
+               "import os, signal, sys; "
+               "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT}); "
+               "os.execv(sys.argv[1], sys.argv[1:])"]
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        srv = start_server(prefix=blocker)
+        try:
+            blocked = int(next(line.split()[1] for line in
+                               Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines()
+                               if line.startswith("SigBlk:")), 16)
+            # The server's own mask no longer blocks it, whatever it was handed.
+            assert not blocked & (1 << (stop - 1))
+            assert srv.terminate(stop, timeout=10.0) == 0
+        finally:
+            srv.kill()
 
 # -- logs --------------------------------------------------------------------------------
 @run_async
