@@ -4,7 +4,8 @@ import PackageDescription
 let package = Package(
   name: "countdown-server",
   products: [
-    .executable(name: "countdown-server", targets: ["countdown-server"])
+    .executable(name: "countdown-server", targets: ["countdown-server"]),
+    .executable(name: "countdown", targets: ["countdown"]),
   ],
   targets: [
     // Pure core: state machine, codec, registry, scheduler. Knows nothing of C or sockets.
@@ -63,6 +64,11 @@ let package = Package(
     .executableTarget(
       name: "countdown-server",
       dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
+    // The `countdown` command line: arguments, the one-line renderer, `run`'s child and
+    // signals. A library so its tests can reach it; the executable only calls it.
+    .target(name: "CountdownCLI"),
+    .executableTarget(name: "countdown", dependencies: ["CountdownCLI"]),
+    .testTarget(name: "CountdownCLITests", dependencies: ["CountdownCLI"]),
     // What more than one test target needs (a seeded generator), kept once.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore", "TestSupport"]),

@@ -1,0 +1,120 @@
+import Testing
+
+@testable import CountdownCLI
+
+@Suite struct RenderTests {
+  /// The clock reads as the page's formatClock does, at every unit's edges, and never traps.
+  @Test func clockMatchesThePage() {
+    let cases: [(Int64, String)] = [
+      (0, "0"), (5, "5"), (59, "59"), (60, "1:00"), (65, "1:05"), (3599, "59:59"),
+      (3600, "1:00:00"), (3725, "1:02:05"), (86_399, "23:59:59"), (86_400, "1d 00:00:00"),
+      (2 * 86_400 + 3725, "2d 01:02:05"), (-5, "0"), (Int64.min, "0"),
+    ]
+    for (seconds, text) in cases { #expect(formatClock(seconds) == text, "\(seconds)") }
+    #expect(formatClock(Int64.max).hasSuffix("d 15:30:07"))
+    #expect(formatElapsed(0) == "0:00")
+    #expect(formatElapsed(7) == "0:07")
+    #expect(formatElapsed(65) == "1:05")
+    #expect(formatElapsed(-1) == "0:00")
+  }
+
+  /// Milliseconds left round up to whole seconds as the server counts them.
+  @Test func secondsRoundUp() {
+    let cases: [(Int64, Int64)] = [
+      (0, 0), (1, 1), (999, 1), (1000, 1), (1001, 2), (-1, 0), (Int64.min, 0),
+      (Int64.max, Int64.max / 1000 + 1),
+    ]
+    for (ms, s) in cases { #expect(secondsLeft(milliseconds: ms) == s, "\(ms)") }
+  }
+
+  /// The spinner is the braille dots, one frame per 80 ms, chosen by time (also before 1970).
+  @Test func spinnerFrames() {
+    #expect(Spinner.frames.count == 10)
+    #expect(Spinner.frames.allSatisfy { $0.unicodeScalars.first!.value >> 8 == 0x28 })
+    #expect(Spinner.frame(atMilliseconds: 0) == "⠋")
+    #expect(Spinner.frame(atMilliseconds: 79) == "⠋")
+    #expect(Spinner.frame(atMilliseconds: 80) == "⠙")
+    #expect(Spinner.frame(atMilliseconds: 800) == "⠋")
+    #expect(Spinner.frame(atMilliseconds: -80) == "⠏")
+    #expect(Spinner.frame(atMilliseconds: Int64.min) != "")
+  }
+
+  /// A state becomes the frame the page would show: the clock while running or paused, the
+  /// label and time elapsed while waiting, the outcome once finished, the link's trouble.
+  @Test func framesOfStates() {
+    let running = Frame.of(
+      phase: "running", spinner: true, label: "90", millisecondsLeft: 89_001,
+      millisecondsElapsed: 999, outcome: nil, stale: false, connected: true)
+    #expect(running == Frame(phase: "running", spinning: true, label: "1:30"))
+    let waiting = Frame.of(
+      phase: "waiting", spinner: true, label: "Deploying", millisecondsLeft: nil,
+      millisecondsElapsed: 12_999, outcome: nil, stale: false, connected: false)
+    #expect(
+      waiting
+        == Frame(
+          phase: "waiting", spinning: true, label: "Deploying", elapsed: "0:12",
+          note: "reconnecting…"))
+    let failed = Frame.of(
+      phase: "finished", spinner: false, label: "exit 3", millisecondsLeft: nil,
+      millisecondsElapsed: nil, outcome: "failed", stale: true, connected: true)
+    #expect(failed.outcome == "failed" && !failed.succeeded)
+    #expect(failed.note == "may be out of date")
+    for (outcome, ok) in [("elapsed", true), ("done", true), ("failed", false), ("timeout", false)]
+    {
+      #expect(
+        Frame(phase: "finished", spinning: false, label: "", outcome: outcome).succeeded == ok)
+    }
+  }
+
+  /// On a terminal the line starts over with \r, shows spinner, clock and outcome in colour,
+  /// and clears what a longer line left; NO_COLOR leaves no colour sequence at all.
+  @Test func terminalLine() {
+    let frame = Frame(phase: "waiting", spinning: true, label: "Deploying", elapsed: "0:12")
+    let coloured = LineRenderer.terminal(frame, atMilliseconds: 160, color: true, width: nil)
+    #expect(coloured.hasPrefix("\r\u{1B}[36m⠹\u{1B}[0m Deploying  0:12"))
+    #expect(coloured.hasSuffix("\u{1B}[K"))
+    let plain = LineRenderer.terminal(frame, atMilliseconds: 160, color: false, width: nil)
+    #expect(plain == "\r⠹ Deploying  0:12\u{1B}[K")
+    let failed = Frame(phase: "finished", spinning: false, label: "exit 3", outcome: "failed")
+    #expect(
+      LineRenderer.terminal(failed, atMilliseconds: 0, color: false, width: nil)
+        == "\r✖ exit 3  failed\u{1B}[K")
+    #expect(
+      LineRenderer.terminal(failed, atMilliseconds: 0, color: true, width: nil)
+        .contains("\u{1B}[31m  failed"))
+  }
+
+  /// A line wider than the terminal is cut with an ellipsis one column short of the edge,
+  /// counting Chinese characters as two columns.
+  @Test func terminalLineIsCut() {
+    let frame = Frame(phase: "finished", spinning: false, label: "倒計時結束倒計時結束", outcome: "elapsed")
+    let line = LineRenderer.terminal(frame, atMilliseconds: 0, color: false, width: 12)
+    let body = String(line.dropFirst().dropLast(3))
+    #expect(LineRenderer.displayWidth(body) <= 11)
+    #expect(body.hasSuffix("…"))
+    #expect(body.hasPrefix("✔ 倒計時"))
+    #expect(LineRenderer.displayWidth("倒計時") == 6)
+    #expect(LineRenderer.displayWidth("e\u{301}") == 1)
+  }
+
+  /// Through a pipe a line has no spinner, no colour and no escape: phase, label, outcome.
+  @Test func plainLine() {
+    #expect(
+      LineRenderer.plain(Frame(phase: "running", spinning: true, label: "1:30")) == "running  1:30")
+    #expect(
+      LineRenderer.plain(Frame(phase: "finished", spinning: false, label: "Done", outcome: "done"))
+        == "finished  Done  done")
+    #expect(
+      LineRenderer.plain(
+        Frame(phase: "waiting", spinning: true, label: "W", elapsed: "0:01", note: "reconnecting…"))
+        == "waiting  W  (reconnecting…)")
+  }
+
+  /// Colour only on a terminal and only while NO_COLOR is unset or empty.
+  @Test func noColor() {
+    #expect(usesColor(isTerminal: true, environment: [:]))
+    #expect(usesColor(isTerminal: true, environment: ["NO_COLOR": ""]))
+    #expect(!usesColor(isTerminal: true, environment: ["NO_COLOR": "1"]))
+    #expect(!usesColor(isTerminal: false, environment: [:]))
+  }
+}
