@@ -216,7 +216,7 @@ import Testing
     let path = directory.file("garbage.db")
     var generator = SystemRandomNumberGenerator()
     let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
     let refusal = try expectRefusal(path, in: directory, kind: .notADatabase)
     #expect(refusal?.description.contains("not a SQLite database") == true)
   }
@@ -247,7 +247,7 @@ import Testing
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
     let path = directory.file("countdown.db")
-    FileManager.default.createFile(atPath: path, contents: Data())
+    #expect(FileManager.default.createFile(atPath: path, contents: Data()))
     let store = try SQLiteStore.open(path: path)
     defer { store.close() }
     #expect(try store.load().sessions.isEmpty)
