@@ -6,6 +6,8 @@ let package = Package(
   products: [
     .executable(name: "countdown-server", targets: ["countdown-server"]),
     .executable(name: "countdown", targets: ["countdown"]),
+    // The Swift client (HTTP commands and SSE) for apps and the `countdown` CLI.
+    .library(name: "CountdownClient", targets: ["CountdownClient"]),
   ],
   targets: [
     // Pure core: state machine, codec, registry, scheduler. Knows nothing of C or sockets.
@@ -61,6 +63,8 @@ let package = Package(
       name: "RedisCluster",
       dependencies: ["CountdownCore", "CHiredis", "Libev", "Observability"],
       exclude: ["countdown.lua"]),
+    // Foundation's URLSession only, and no other target, so that it builds for iOS and macOS too.
+    .target(name: "CountdownClient"),
     .executableTarget(
       name: "countdown-server",
       dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
@@ -81,6 +85,8 @@ let package = Package(
       dependencies: ["RedisCluster", "CountdownCore", "Libev", "TestSupport"]),
     // A real server on a real loop, driven from other threads.
     .testTarget(name: "LWSServerTests", dependencies: ["LWSServer", "CountdownCore", "Libev"]),
+    // Against the built server binary, started by the tests on a free port.
+    .testTarget(name: "CountdownClientTests", dependencies: ["CountdownClient"]),
     // bench/run's in-process scheduler benchmark (no sockets).
     .executableTarget(
       name: "scheduler-bench", dependencies: ["CountdownCore"], path: "bench/SchedulerBench"),
