@@ -70,9 +70,9 @@ let package = Package(
       dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
     // The `countdown` command line: arguments, the one-line renderer, `run`'s child and
     // signals. A library so its tests can reach it; the executable only calls it.
-    .target(name: "CountdownCLI"),
+    .target(name: "CountdownCLI", dependencies: ["CountdownClient"]),
     .executableTarget(name: "countdown", dependencies: ["CountdownCLI"]),
-    .testTarget(name: "CountdownCLITests", dependencies: ["CountdownCLI"]),
+    .testTarget(name: "CountdownCLITests", dependencies: ["CountdownCLI", "CountdownClient"]),
     // What more than one test target needs (a seeded generator), kept once.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore", "TestSupport"]),

@@ -44,7 +44,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 20) -> s
 
 
 def page_url(server, session: str) -> str:
-    return f"{server.http_base()}/?session={session}"
+    return f"{server.http_base}/?session={session}"
 
 
 def free_port() -> int:
@@ -94,8 +94,11 @@ class Tmux:
         return subprocess.run([TMUX, "-L", self.socket, *args], check=True, capture_output=True,
                               text=True, timeout=10).stdout
 
-    def screen(self, escapes: bool = False) -> str:
-        return self._tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t")
+    def screen(self, escapes: bool = False, history: bool = False) -> str:
+        """The pane as shown; with `history`, also what scrolled off (a dead pane's last
+        screen is pushed there)."""
+        return self._tmux("capture-pane", "-p", *(["-e"] if escapes else []),
+                          *(["-S", "-"] if history else []), "-t", "t")
 
     def lines(self) -> list[str]:
         return [l for l in self.screen().splitlines() if l.strip()]
@@ -113,7 +116,9 @@ class Tmux:
     def dead(self) -> tuple[int, str, str] | None:
         dead, status, sig = self._tmux("list-panes", "-t", "t", "-F",
                                        "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split(" ")
-        return (1, status, sig.strip()) if dead == "1" else None
+        sig = sig.strip()
+        # tmux marks the pane dead a moment before it has the status.
+        return (1, status, sig) if dead == "1" and (status or sig) else None
 
     def close(self) -> None:
         subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
@@ -143,7 +148,7 @@ def test_commands_print_the_result(server, session_id):
     state = api_read(server, session_id).json["state"]
     assert (state["phase"], state["duration"]) == ("running", 3725)
 
-    r = cli("adjust", f"{server.http_base()}/", "--session", session_id, "--seconds", "-3600")
+    r = cli("adjust", f"{server.http_base}/", "--session", session_id, "--seconds", "-3600")
     assert (r.returncode, r.stdout) == (0, "running  2:05\n"), r.stderr
     r = cli("pause", url)
     assert r.returncode == 0 and r.stdout.startswith("paused  2:0"), r
@@ -198,7 +203,7 @@ def test_bad_values(server, session_id, args, status, words):
     """Values the command line cannot spell are usage errors (2) and send nothing; values it
     can spell but the server refuses come back as the server's bad_request (1); the session is
     untouched either way."""
-    url = f"{server.http_base()}/" if "--session" in args else page_url(server, session_id)
+    url = f"{server.http_base}/" if "--session" in args else page_url(server, session_id)
     r = cli("start", url, *args)
     assert r.returncode == status, r
     assert words in r.stderr and r.stdout == "", r
@@ -281,7 +286,18 @@ def test_watch_exit_on_finish_in_tmux(server, session_id, tmux_panes):
     assert api_command(server, session_id, {"op": "fail", "label": "Broke"}).status == 200
     status = wait_until(pane.dead, 5, "watch exits")
     assert status[1] == "1", status
-    assert "✖ Broke  failed" in pane.screen()
+    assert "✖ Broke  failed" in pane.screen(history=True)
+
+
+def test_ctrl_c_ends_watch(server, session_id, tmux_panes):
+    """Ctrl-C ends watch as an interrupt, leaving its last line on the screen."""
+    pane = tmux_panes([cli_binary(), "watch", page_url(server, session_id)])
+    assert api_command(server, session_id, {"op": "wait", "label": "Stopping"}).status == 200
+    pane.wait_screen(rf"[{SPINNER}] Stopping")
+    pane.keys("C-c")
+    status = wait_until(pane.dead, 5, "watch ends")
+    assert status[2] == str(signal.SIGINT), status
+    assert "Stopping  0:0" in pane.screen(history=True)
 
 
 class LineReader:
@@ -505,4 +521,4 @@ def test_install_puts_countdown_next_to_the_server(tmp_path):
     installed = tmp_path / "bin" / "countdown"
     assert os.access(installed, os.X_OK)
     r = subprocess.run([str(installed), "--help"], capture_output=True, text=True, timeout=10)
-    assert r.returncode == 0 and "countdown run URL" in r.stdout
+    assert r.returncode == 0 and "run URL" in r.stdout

@@ -1,0 +1,142 @@
+import CountdownClient
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Where `countdown` writes, and what it knows of its terminal.
+struct Console: Sendable {
+  let environment: [String: String]
+  let outIsTerminal: Bool
+
+  func out(_ text: String) {
+    FileHandle.standardOutput.write(Data(text.utf8))
+  }
+
+  func err(_ text: String) {
+    FileHandle.standardError.write(Data(("countdown: " + text + "\n").utf8))
+  }
+}
+
+/// Runs the command line and returns the exit status (`run` may die of a signal instead,
+/// as its command did).
+public func countdownMain(arguments: [String], environment: [String: String]) async -> Int32 {
+  let console = Console(environment: environment, outIsTerminal: isatty(STDOUT_FILENO) == 1)
+  let invocation: Invocation
+  let client: CountdownClient
+  do {
+    invocation = try Invocation.parse(arguments)
+    if invocation.action == .help {
+      console.out(usageText + "\n")
+      return ExitCode.ok.rawValue
+    }
+    client = try makeClient(invocation, environment: environment)
+  } catch {
+    console.err("\(error)\nrun 'countdown --help' for usage")
+    return ExitCode.usage.rawValue
+  }
+  switch invocation.action {
+  case .help:
+    return ExitCode.ok.rawValue
+  case .watch(let exitOnFinish):
+    return await watch(client, exitOnFinish: exitOnFinish, console: console)
+  case .run(let label, let timeout, let command):
+    return await run(client, label: label, timeout: timeout, command: command, console: console)
+  default:
+    do {
+      let command = try oneShot(invocation.action, now: Date())
+      let ack = try await client.send(command)
+      console.out(LineRenderer.plain(frame(of: ack.state, serverNow: nil, connected: true)) + "\n")
+      return ExitCode.ok.rawValue
+    } catch {
+      return report(error, console: console)
+    }
+  }
+}
+
+/// The client for the command line's URL and token.
+func makeClient(_ invocation: Invocation, environment: [String: String]) throws -> CountdownClient {
+  var fileText: String? = nil
+  if let path = invocation.tokenFile {
+    guard let data = FileManager.default.contents(atPath: path), data.count <= 65_536 else {
+      throw UsageError("cannot read the token file \(quoted(path)) (or it is over 64 KB)")
+    }
+    guard let text = String(data: data, encoding: .utf8) else {
+      throw UsageError("the token file \(quoted(path)) is not UTF-8 text")
+    }
+    fileText = text
+  }
+  let token = try resolveToken(
+    fileText: fileText, fileName: invocation.tokenFile, environment: environment)
+  guard let url = URL(string: invocation.url), url.scheme != nil, url.host != nil else {
+    throw UsageError("not an http or https URL: \(quoted(invocation.url))")
+  }
+  if let session = invocation.session {
+    return try CountdownClient(base: url, session: session, token: token)
+  }
+  return try CountdownClient(pageURL: url, token: token)
+}
+
+/// The command a one-shot action sends. `--until HH:MM` is read against `now`.
+func oneShot(_ action: Action, now: Date, calendar: Calendar = .current) throws -> Command {
+  switch action {
+  case .start(let seconds, let until?, let label):
+    _ = seconds
+    guard let date = Command.nextTimeOfDay(until, after: now, calendar: calendar) else {
+      throw UsageError("--until needs a time of day as HH:MM (24-hour), not \(quoted(until))")
+    }
+    return .start(until: date, finishLabel: label)
+  case .start(let seconds, nil, let label): return .start(seconds: seconds, finishLabel: label)
+  case .pause: return .pause
+  case .resume: return .resume
+  case .adjust(let seconds): return .adjust(seconds: seconds)
+  case .cancel: return .cancel
+  case .wait(let label, let timeout, let timeoutLabel):
+    return .wait(label: label, timeoutSeconds: timeout, timeoutLabel: timeoutLabel)
+  case .done(let label): return .done(label: label)
+  case .fail(let label): return .fail(label: label)
+  case .help, .watch, .run: throw UsageError("not a one-shot command")
+  }
+}
+
+/// Says what went wrong on stderr, in words with the server's code, and returns the status.
+func report(_ error: any Error, console: Console) -> Int32 {
+  switch error {
+  case let usage as UsageError:
+    console.err("\(usage)\nrun 'countdown --help' for usage")
+    return ExitCode.usage.rawValue
+  case CountdownError.refused(let r):
+    console.err("\(r.code): \(r.message)")
+    return ExitCode.failed.rawValue
+  case CountdownError.unreachable(let why):
+    console.err("the server cannot be reached: \(why)")
+    return ExitCode.unreachable.rawValue
+  case CountdownError.invalidArgument(let why):
+    console.err("\(why)\nrun 'countdown --help' for usage")
+    return ExitCode.usage.rawValue
+  default:
+    console.err("\(error)")
+    return ExitCode.failed.rawValue
+  }
+}
+
+/// A session state as the one line shows it. `serverNow` nil takes the server's own whole
+/// seconds (`remaining`), for output that must not depend on when it is printed.
+func frame(of state: SessionState, serverNow: Int64?, connected: Bool) -> Frame {
+  let left: Int64?
+  let elapsed: Int64?
+  if let now = serverNow {
+    left = state.millisecondsLeft(serverNow: now)
+    elapsed = state.millisecondsElapsed(serverNow: now)
+  } else {
+    left = Int64(state.remaining) * 1000
+    elapsed = nil
+  }
+  return Frame.of(
+    phase: state.phase.rawValue, spinner: state.spinner, label: state.label,
+    millisecondsLeft: left, millisecondsElapsed: elapsed, outcome: state.outcome?.rawValue,
+    stale: state.stale, connected: connected)
+}

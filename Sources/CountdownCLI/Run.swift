@@ -1,0 +1,118 @@
+import CountdownClient
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// What happens to `run` while its command runs.
+enum RunEvent: Sendable {
+  case signal(Int32)
+  case exited(ChildExit)
+}
+
+/// Catches `run`'s signals (their default action would kill `run` before it could report)
+/// and hands each to `deliver`; remembers the first.
+final class SignalRelay: @unchecked Sendable {
+  private let lock = NSLock()
+  private var first: Int32? = nil
+  private var sources: [any DispatchSourceSignal] = []
+  private let queue = DispatchQueue(label: "countdown.signals")
+
+  init(_ signals: [Int32], deliver: @escaping @Sendable (Int32) -> Void) {
+    for signo in signals {
+      signal(signo, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
+      source.setEventHandler { [weak self] in
+        self?.lock.withLock { if self?.first == nil { self?.first = signo } }
+        deliver(signo)
+      }
+      source.resume()
+      sources.append(source)
+    }
+  }
+
+  var firstSignal: Int32? { lock.withLock { first } }
+}
+
+/// `countdown run`: wait, the command, then done or fail; the command's status out.
+func run(
+  _ client: CountdownClient, label: String?, timeout: Int?, command: [String], console: Console
+) async -> Int32 {
+  let (events, sink) = AsyncStream.makeStream(of: RunEvent.self)
+  let relay = SignalRelay(ChildProcess.caughtSignals) { sink.yield(.signal($0)) }
+  var waitApplied = false
+  do {
+    _ = try await client.send(.wait(label: label, timeoutSeconds: timeout))
+    waitApplied = true
+  } catch CountdownError.refused(let r) {
+    console.err("warning: wait was refused (\(r.code): \(r.message)); running the command anyway")
+  } catch {
+    console.err("warning: \(error); running the command anyway")
+  }
+  var supervisor = RunSupervisor(
+    waitApplied: waitApplied, foregroundOnTerminal: isForegroundOnTerminal())
+  var reports: [Task<Void, Never>] = []
+  func perform(_ actions: [RunAction], child: ChildProcess?) async -> Termination? {
+    for action in actions {
+      switch action {
+      case .forward(let signo): child?.send(signo)
+      case .report(let r):
+        reports.append(
+          Task {
+            let command: Command =
+              switch r {
+              case .done: .done()
+              case .fail(let label): .fail(label: label)
+              }
+            do {
+              _ = try await client.send(command)
+            } catch {
+              console.err("warning: could not tell the session \(command.op): \(error)")
+            }
+          })
+      case .finish(let termination):
+        for task in reports { await task.value }
+        return termination
+      }
+    }
+    return nil
+  }
+  func end(_ termination: Termination) -> Int32 {
+    switch termination {
+    case .exit(let code): return code
+    case .raise(let signo): raiseDefault(signo)
+    }
+  }
+  // Interrupted while the wait was being sent: the command never starts.
+  if let signo = relay.firstSignal {
+    let actions = supervisor.signal(signo, interrupt: SIGINT, quit: SIGQUIT)
+    _ = await perform(actions.filter { if case .forward = $0 { false } else { true } }, child: nil)
+    for task in reports { await task.value }
+    raiseDefault(signo)
+  }
+  let child: ChildProcess
+  do {
+    child = try ChildProcess.spawn(command)
+  } catch {
+    console.err("\(error)")
+    let actions = supervisor.exited(.exited(127))
+    return end(await perform(actions, child: nil) ?? .exit(127))
+  }
+  DispatchQueue.global().async { sink.yield(.exited(child.wait())) }
+  for await event in events {
+    let actions: [RunAction]
+    switch event {
+    case .signal(let signo): actions = supervisor.signal(signo, interrupt: SIGINT, quit: SIGQUIT)
+    case .exited(let exit): actions = supervisor.exited(exit)
+    }
+    if let termination = await perform(actions, child: child) {
+      withExtendedLifetime(relay) {}
+      return end(termination)
+    }
+  }
+  return ExitCode.failed.rawValue
+}
