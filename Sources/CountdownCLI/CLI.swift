@@ -33,7 +33,13 @@ public func countdownMain(arguments: [String], environment: [String: String]) as
       console.out(usageText + "\n")
       return ExitCode.ok.rawValue
     }
-    client = try makeClient(invocation, environment: environment)
+    var configuration = CountdownClient.Configuration()
+    if case .run = invocation.action {
+      // A job's end must not wait long on a server that does not answer.
+      configuration.requestTimeout = 5
+      configuration.commandAttempts = 3
+    }
+    client = try makeClient(invocation, environment: environment, configuration: configuration)
   } catch {
     console.err("\(error)\nrun 'countdown --help' for usage")
     return ExitCode.usage.rawValue
@@ -58,7 +64,10 @@ public func countdownMain(arguments: [String], environment: [String: String]) as
 }
 
 /// The client for the command line's URL and token.
-func makeClient(_ invocation: Invocation, environment: [String: String]) throws -> CountdownClient {
+func makeClient(
+  _ invocation: Invocation, environment: [String: String],
+  configuration: CountdownClient.Configuration = .init()
+) throws -> CountdownClient {
   var fileText: String? = nil
   if let path = invocation.tokenFile {
     guard let data = FileManager.default.contents(atPath: path), data.count <= 65_536 else {
@@ -75,9 +84,10 @@ func makeClient(_ invocation: Invocation, environment: [String: String]) throws 
     throw UsageError("not an http or https URL: \(quoted(invocation.url))")
   }
   if let session = invocation.session {
-    return try CountdownClient(base: url, session: session, token: token)
+    return try CountdownClient(
+      base: url, session: session, token: token, configuration: configuration)
   }
-  return try CountdownClient(pageURL: url, token: token)
+  return try CountdownClient(pageURL: url, token: token, configuration: configuration)
 }
 
 /// The command a one-shot action sends. `--until HH:MM` is read against `now`.

@@ -44,17 +44,35 @@ func run(
 ) async -> Int32 {
   let (events, sink) = AsyncStream.makeStream(of: RunEvent.self)
   let relay = SignalRelay(ChildProcess.caughtSignals) { sink.yield(.signal($0)) }
-  var waitApplied = false
-  do {
-    _ = try await client.send(.wait(label: label, timeoutSeconds: timeout))
-    waitApplied = true
-  } catch CountdownError.refused(let r) {
-    console.err("warning: wait was refused (\(r.code): \(r.message)); running the command anyway")
-  } catch {
-    console.err("warning: \(error); running the command anyway")
+  // The command waits for the wait's answer at most `runWaitBudget`: a server that takes no
+  // connection fails at once, but one that takes it and never answers must not hold the job
+  // up. A late answer still counts: the end is reported if the wait turns out applied.
+  let waitTask = Task { () -> (any Error)? in
+    do {
+      _ = try await client.send(.wait(label: label, timeoutSeconds: timeout))
+      return nil
+    } catch {
+      return error
+    }
+  }
+  let early = await firstAnswer(waitTask, within: runWaitBudget)
+  var waitMayApply = true
+  switch early {
+  case .some(nil): break
+  case .some(let error?):
+    waitMayApply = false
+    if case CountdownError.refused(let r) = error {
+      console.err("warning: wait was refused (\(r.code): \(r.message)); running the command anyway")
+    } else {
+      console.err("warning: \(error); running the command anyway")
+    }
+  case nil:
+    console.err(
+      "warning: the server has not answered the wait within \(Int(runWaitBudget)) s; "
+        + "running the command anyway")
   }
   var supervisor = RunSupervisor(
-    waitApplied: waitApplied, foregroundOnTerminal: isForegroundOnTerminal())
+    waitApplied: waitMayApply, foregroundOnTerminal: isForegroundOnTerminal())
   var reports: [Task<Void, Never>] = []
   func perform(_ actions: [RunAction], child: ChildProcess?) async -> Termination? {
     for action in actions {
@@ -68,6 +86,8 @@ func run(
               case .done: .done()
               case .fail(let label): .fail(label: label)
               }
+            // A wait still unanswered is awaited first: done or fail only ends our own wait.
+            guard await waitTask.value == nil else { return }
             do {
               _ = try await client.send(command)
             } catch {
@@ -99,7 +119,7 @@ func run(
     child = try ChildProcess.spawn(command)
   } catch {
     console.err("\(error)")
-    let actions = supervisor.exited(.exited(127))
+    let actions = supervisor.exited(.exited(127), interrupt: SIGINT, quit: SIGQUIT)
     return end(await perform(actions, child: nil) ?? .exit(127))
   }
   DispatchQueue.global().async { sink.yield(.exited(child.wait())) }
@@ -107,7 +127,7 @@ func run(
     let actions: [RunAction]
     switch event {
     case .signal(let signo): actions = supervisor.signal(signo, interrupt: SIGINT, quit: SIGQUIT)
-    case .exited(let exit): actions = supervisor.exited(exit)
+    case .exited(let exit): actions = supervisor.exited(exit, interrupt: SIGINT, quit: SIGQUIT)
     }
     if let termination = await perform(actions, child: child) {
       withExtendedLifetime(relay) {}
@@ -115,4 +135,39 @@ func run(
     }
   }
   return ExitCode.failed.rawValue
+}
+
+/// How long `run` holds its command back for the wait's answer, in seconds.
+let runWaitBudget: Double = 3
+
+/// The task's result if it comes within `seconds`, else nil (the task goes on). Not a task
+/// group: a group would wait for its child awaiting the task before returning.
+func firstAnswer(_ task: Task<(any Error)?, Never>, within seconds: Double) async
+  -> ((any Error)?)?
+{
+  let once = ResumeOnce()
+  return await withCheckedContinuation {
+    (continuation: CheckedContinuation<((any Error)?)?, Never>) in
+    Task {
+      let answer = await task.value
+      if once.claim() { continuation.resume(returning: .some(answer)) }
+    }
+    Task {
+      try? await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000))
+      if once.claim() { continuation.resume(returning: nil) }
+    }
+  }
+}
+
+/// Lets the first of two racers resume a continuation.
+final class ResumeOnce: @unchecked Sendable {
+  private let lock = NSLock()
+  private var claimed = false
+
+  func claim() -> Bool {
+    lock.withLock {
+      defer { claimed = true }
+      return !claimed
+    }
+  }
 }

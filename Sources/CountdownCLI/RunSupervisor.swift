@@ -63,11 +63,17 @@ public struct RunSupervisor: Equatable, Sendable {
   }
 
   /// The command ended.
-  public mutating func exited(_ exit: ChildExit) -> [RunAction] {
+  public mutating func exited(_ exit: ChildExit, interrupt: Int32, quit: Int32) -> [RunAction] {
     guard !finished else { return [] }
     finished = true
     if let signo = interruptedBy { return [.finish(.raise(signo))] }
     var actions: [RunAction] = []
+    // A command killed by an interrupt was interrupted, even when its exit is seen before
+    // the Ctrl-C that reached `run` too (a shell reasons the same way about its jobs).
+    if case .signaled(let signo) = exit, signo == interrupt || signo == quit {
+      if waitApplied { actions.append(.report(.fail(label: "interrupted"))) }
+      return actions + [.finish(.raise(signo))]
+    }
     if waitApplied {
       switch exit {
       case .exited(0): actions.append(.report(.done))

@@ -12,17 +12,36 @@ import Testing
     s.signal(signo, interrupt: SIGINT, quit: SIGQUIT)
   }
 
+  private func exited(_ s: inout RunSupervisor, _ exit: ChildExit) -> [RunAction] {
+    s.exited(exit, interrupt: SIGINT, quit: SIGQUIT)
+  }
+
   /// The command's status decides: 0 sends done, anything else fail with the status, and
   /// run exits with that status (128 + N for a signal N).
   @Test func exitStatusDecides() {
     var ok = RunSupervisor(waitApplied: true, foregroundOnTerminal: false)
-    #expect(ok.exited(.exited(0)) == [.report(.done), .finish(.exit(0))])
+    #expect(exited(&ok, .exited(0)) == [.report(.done), .finish(.exit(0))])
     var three = RunSupervisor(waitApplied: true, foregroundOnTerminal: false)
-    #expect(three.exited(.exited(3)) == [.report(.fail(label: "exit 3")), .finish(.exit(3))])
+    #expect(exited(&three, .exited(3)) == [.report(.fail(label: "exit 3")), .finish(.exit(3))])
     var killed = RunSupervisor(waitApplied: true, foregroundOnTerminal: false)
     #expect(
-      killed.exited(.signaled(SIGKILL)) == [.report(.fail(label: "signal 9")), .finish(.exit(137))])
-    #expect(killed.exited(.exited(0)) == [])
+      exited(&killed, .signaled(SIGKILL)) == [
+        .report(.fail(label: "signal 9")), .finish(.exit(137)),
+      ])
+    #expect(exited(&killed, .exited(0)) == [])
+  }
+
+  /// A command killed by SIGINT or SIGQUIT was interrupted even when its exit is seen before
+  /// run's own copy of the Ctrl-C: the wait fails as "interrupted" and run dies of it too.
+  @Test func childKilledByAnInterrupt() {
+    var s = RunSupervisor(waitApplied: true, foregroundOnTerminal: true)
+    #expect(
+      exited(&s, .signaled(SIGINT)) == [
+        .report(.fail(label: "interrupted")), .finish(.raise(SIGINT)),
+      ])
+    #expect(signal(&s, SIGINT) == [])
+    var q = RunSupervisor(waitApplied: false, foregroundOnTerminal: false)
+    #expect(exited(&q, .signaled(SIGQUIT)) == [.finish(.raise(SIGQUIT))])
   }
 
   /// Ctrl-C typed at the terminal already reached the command, so it is not sent again; run
@@ -31,7 +50,7 @@ import Testing
     var s = RunSupervisor(waitApplied: true, foregroundOnTerminal: true)
     #expect(signal(&s, SIGINT) == [.report(.fail(label: "interrupted"))])
     #expect(signal(&s, SIGINT) == [])
-    #expect(s.exited(.signaled(SIGINT)) == [.finish(.raise(SIGINT))])
+    #expect(exited(&s, .signaled(SIGINT)) == [.finish(.raise(SIGINT))])
   }
 
   /// A signal sent to run alone (kill, a CI runner's TERM, no terminal) is passed on to the
@@ -40,7 +59,7 @@ import Testing
     var s = RunSupervisor(waitApplied: true, foregroundOnTerminal: true)
     #expect(signal(&s, SIGTERM) == [.forward(SIGTERM), .report(.fail(label: "interrupted"))])
     #expect(signal(&s, SIGHUP) == [.forward(SIGHUP)])
-    #expect(s.exited(.exited(0)) == [.finish(.raise(SIGTERM))])
+    #expect(exited(&s, .exited(0)) == [.finish(.raise(SIGTERM))])
     var piped = RunSupervisor(waitApplied: true, foregroundOnTerminal: false)
     #expect(signal(&piped, SIGINT) == [.forward(SIGINT), .report(.fail(label: "interrupted"))])
   }
@@ -49,10 +68,10 @@ import Testing
   /// a done or fail then would end a wait that someone else started.
   @Test func noWaitNoReport() {
     var s = RunSupervisor(waitApplied: false, foregroundOnTerminal: false)
-    #expect(s.exited(.exited(3)) == [.finish(.exit(3))])
+    #expect(exited(&s, .exited(3)) == [.finish(.exit(3))])
     var i = RunSupervisor(waitApplied: false, foregroundOnTerminal: false)
     #expect(signal(&i, SIGINT) == [.forward(SIGINT)])
-    #expect(i.exited(.signaled(SIGINT)) == [.finish(.raise(SIGINT))])
+    #expect(exited(&i, .signaled(SIGINT)) == [.finish(.raise(SIGINT))])
   }
 }
 

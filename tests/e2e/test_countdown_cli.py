@@ -12,6 +12,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -77,16 +78,32 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+# The pane's first process: runs the command (same process group, so it stays in the
+# terminal's foreground), and writes its status where the test reads it, "-N" for signal N.
+# tmux's own pane_dead_status can lag behind the exit by seconds.
+PANE_WRAPPER = """
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, lambda *_: None)  # a handler, not SIG_IGN: exec resets it
+status = subprocess.call(sys.argv[2:])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(status))
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+"""
+
+
 class Tmux:
     """One command in a pane of a tmux server of its own, on a terminal 100 columns wide. The
-    pane stays after the command ends, so its exit status and signal can be read."""
+    pane stays after the command ends, so its last screen can be read."""
 
     def __init__(self, command: list[str], env: dict[str, str] | None = None, width: int = 100):
         if not Path(TMUX).exists():
             pytest.skip("tmux is not installed")
         self.socket = "cdcli-" + uuid.uuid4().hex[:12]
+        self.status_file = Path(tempfile.mkdtemp(prefix="cdcli-")) / "status"
         prefix = ["env", "-u", "COUNTDOWN_TOKEN", "-u", "NO_COLOR"] + [f"{k}={v}" for k, v in (env or {}).items()]
-        line = "exec " + shlex.join(prefix + command)
+        line = "exec " + shlex.join(prefix + [sys.executable, "-c", PANE_WRAPPER, str(self.status_file)]
+                                    + command)
         self._tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", str(width), "-y", "12", line,
                    ";", "set-option", "-g", "remain-on-exit", "on")
 
@@ -113,12 +130,12 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self._tmux("send-keys", "-t", "t", *keys)
 
-    def dead(self) -> tuple[int, str, str] | None:
-        dead, status, sig = self._tmux("list-panes", "-t", "t", "-F",
-                                       "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split(" ")
-        sig = sig.strip()
-        # tmux marks the pane dead a moment before it has the status.
-        return (1, status, sig) if dead == "1" and (status or sig) else None
+    def status(self) -> int | None:
+        """The command's exit status once it has ended (-N: killed by signal N), else None."""
+        try:
+            return int(self.status_file.read_text())
+        except FileNotFoundError:
+            return None
 
     def close(self) -> None:
         subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
@@ -262,7 +279,7 @@ def test_watch_on_a_terminal_redraws_one_line(server, session_id, tmux_panes):
     assert api_command(server, session_id, {"op": "start", "seconds": 3725}).status == 200
     pane.wait_screen(rf"[{SPINNER}] 1:02:0[45]")
     assert len(pane.lines()) == 1, pane.screen()
-    assert pane.dead() is None
+    assert pane.status() is None
 
 
 def test_watch_no_color(server, session_id, tmux_panes):
@@ -284,8 +301,8 @@ def test_watch_exit_on_finish_in_tmux(server, session_id, tmux_panes):
     assert api_command(server, session_id, {"op": "wait"}).status == 200
     pane.wait_screen(rf"[{SPINNER}] Waiting")
     assert api_command(server, session_id, {"op": "fail", "label": "Broke"}).status == 200
-    status = wait_until(pane.dead, 5, "watch exits")
-    assert status[1] == "1", status
+    status = wait_until(lambda: pane.status() is not None, 5, "watch exits") and pane.status()
+    assert status == 1, status
     assert "✖ Broke  failed" in pane.screen(history=True)
 
 
@@ -295,8 +312,8 @@ def test_ctrl_c_ends_watch(server, session_id, tmux_panes):
     assert api_command(server, session_id, {"op": "wait", "label": "Stopping"}).status == 200
     pane.wait_screen(rf"[{SPINNER}] Stopping")
     pane.keys("C-c")
-    status = wait_until(pane.dead, 5, "watch ends")
-    assert status[2] == str(signal.SIGINT), status
+    wait_until(lambda: pane.status() is not None, 5, "watch ends")
+    assert pane.status() == -signal.SIGINT
     assert "Stopping  0:0" in pane.screen(history=True)
 
 
@@ -435,16 +452,19 @@ async def test_ctrl_c_during_run(server, session_id, tmp_path, tmux_panes):
     the interrupt (once, from the terminal) and stops, and run dies of SIGINT as it did."""
     pidfile = tmp_path / "pid"
     viewer = await Client.connect(server.ws_url(session_id))
+    # Python handles SIGINT from its first line, so no interrupt can land between writing the
+    # pid and sleeping (a shell would hold it until its `sleep` ended).
+    child_code = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
     pane = tmux_panes([cli_binary(), "run", page_url(server, session_id), "--label", "Long", "--",
-                       "sh", "-c", f"echo $$ > {pidfile}; sleep 30"])
+                       sys.executable, "-c", child_code])
     await viewer.wait_state(lambda s: s["phase"] == "waiting", 10, "waiting")
     await asyncio.to_thread(wait_until, lambda: pidfile.exists() and pidfile.read_text().strip(), 5)
     child = int(pidfile.read_text())
     pane.keys("C-c")
     finished = await viewer.wait_state(lambda s: s["phase"] == "finished", 10, "finished")
     assert (finished["outcome"], finished["label"]) == ("failed", "interrupted")
-    status = await asyncio.to_thread(wait_until, pane.dead, 5, "run ends")
-    assert status[2] == str(signal.SIGINT), status
+    await asyncio.to_thread(wait_until, lambda: pane.status() is not None, 5, "run ends")
+    assert pane.status() == -signal.SIGINT
     assert not pid_alive(child)
     await viewer.close()
 
@@ -501,6 +521,28 @@ def test_unreachable_server(tmp_path):
     assert marker.read_text() == "yes\n"
     assert "warning" in r.stderr and "running the command anyway" in r.stderr, r.stderr
     assert time.monotonic() - began < 15
+
+
+def test_silent_server_holds_the_command_back_briefly(tmp_path):
+    """A server that takes the connection and never answers holds the command back for a few
+    seconds only; run then warns, runs it, and exits with its status once the wait gives up."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    marker = tmp_path / "ran"
+    try:
+        began = time.monotonic()
+        proc = subprocess.Popen(
+            [cli_binary(), "run", f"http://127.0.0.1:{silent.getsockname()[1]}/?session=quiet", "--",
+             "sh", "-c", f"echo yes > {marker}; exit 5"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until(marker.exists, 8, "the command runs")
+        assert time.monotonic() - began < 6
+        _, err = proc.communicate(timeout=40)
+        assert proc.returncode == 5, err
+        assert b"has not answered the wait" in err, err
+    finally:
+        silent.close()
 
 
 def test_missing_command(server, session_id):
