@@ -3,6 +3,8 @@ import PackageDescription
 
 let package = Package(
   name: "countdown-server",
+  // For CountdownClient, the one product that builds beyond Linux: async URLSession.
+  platforms: [.macOS(.v12), .iOS(.v15), .tvOS(.v15), .watchOS(.v8)],
   products: [
     .executable(name: "countdown-server", targets: ["countdown-server"]),
     .executable(name: "countdown", targets: ["countdown"]),

@@ -236,5 +236,10 @@ struct CommandTests {
     _ = try await admin.send(.rotateKey)
     let stale = await #expect(throws: CountdownError.self) { try await host.send(.cancel) }
     #expect(stale?.code == .forbidden)
+    // Watching needs no credential: a stale one does not stop it.
+    let rec = Recorder(host.changes())
+    let live = try await rec.next("connected") { $0.connection == .connected }
+    #expect(live.phase == .running)
+    await rec.cancel()
   }
 }
