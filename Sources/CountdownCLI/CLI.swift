@@ -55,7 +55,7 @@ public func countdownMain(arguments: [String], environment: [String: String]) as
     do {
       let command = try oneShot(invocation.action, now: Date())
       let ack = try await client.send(command)
-      console.out(LineRenderer.plain(frame(of: ack.state, serverNow: nil, connected: true)) + "\n")
+      console.out(LineRenderer.plain(frame(of: ack.state, connected: true)) + "\n")
       return ExitCode.ok.rawValue
     } catch {
       return report(error, console: console)
@@ -133,20 +133,21 @@ func report(_ error: any Error, console: Console) -> Int32 {
   }
 }
 
-/// A session state as the one line shows it. `serverNow` nil takes the server's own whole
-/// seconds (`remaining`), for output that must not depend on when it is printed.
-func frame(of state: SessionState, serverNow: Int64?, connected: Bool) -> Frame {
-  let left: Int64?
-  let elapsed: Int64?
-  if let now = serverNow {
-    left = state.millisecondsLeft(serverNow: now)
-    elapsed = state.millisecondsElapsed(serverNow: now)
-  } else {
-    left = Int64(state.remaining) * 1000
-    elapsed = nil
-  }
+/// A session state as a line shows it without a clock: the server's own whole seconds
+/// (`remaining`), so what is printed does not depend on when it is printed.
+func frame(of state: SessionState, connected: Bool) -> Frame {
+  let counting = state.phase == .running || state.phase == .paused
   return Frame.of(
-    phase: state.phase.rawValue, spinner: state.spinner, label: state.label,
-    millisecondsLeft: left, millisecondsElapsed: elapsed, outcome: state.outcome?.rawValue,
-    stale: state.stale, connected: connected)
+    phase: state.phase.rawValue, spinner: state.spinner,
+    label: counting ? ClockFormat.clock(seconds: Int64(state.remaining)) : state.label,
+    elapsed: nil, outcome: state.outcome?.rawValue, stale: state.stale, connected: connected)
+}
+
+/// A watched state at `now`: the time left or elapsed from the deadline and the clock offset.
+func frame(of update: SessionUpdate, now: Date) -> Frame? {
+  guard let state = update.state else { return nil }
+  return Frame.of(
+    phase: state.phase.rawValue, spinner: state.spinner, label: update.clockLabel(now: now),
+    elapsed: update.elapsedLabel(now: now), outcome: state.outcome?.rawValue, stale: state.stale,
+    connected: update.connection == .connected)
 }

@@ -26,19 +26,14 @@ public struct Frame: Equatable, Sendable {
     self.note = note
   }
 
-  /// The frame of a state: `millisecondsLeft` while running or paused, `millisecondsElapsed`
-  /// while waiting (nil where the state has none); `label` is the server's text.
+  /// The frame of a state. `label` is what the big label shows (the clock while running or
+  /// paused, else the server's text), `elapsed` the time elapsed while waiting.
   public static func of(
-    phase: String, spinner: Bool, label: String, millisecondsLeft: Int64?,
-    millisecondsElapsed: Int64?, outcome: String?, stale: Bool, connected: Bool
+    phase: String, spinner: Bool, label: String, elapsed: String?, outcome: String?,
+    stale: Bool, connected: Bool
   ) -> Frame {
     var frame = Frame(phase: phase, spinning: spinner, label: label)
-    if phase == "running" || phase == "paused", let ms = millisecondsLeft {
-      frame.label = formatClock(secondsLeft(milliseconds: ms))
-    }
-    if phase == "waiting", let ms = millisecondsElapsed {
-      frame.elapsed = formatElapsed(max(0, ms) / 1000)
-    }
+    if phase == "waiting" { frame.elapsed = elapsed }
     if phase == "finished" { frame.outcome = outcome }
     if !connected {
       frame.note = "reconnecting…"

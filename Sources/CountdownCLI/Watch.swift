@@ -7,34 +7,30 @@ import Foundation
   import Darwin
 #endif
 
-/// The one line `watch` keeps: the latest state, drawn in place on a terminal (the spinner
-/// turns between the server's changes, the time from the clock offset), or printed as a
-/// plain line when it differs from the last one on a pipe.
+/// The one line `watch` keeps: the latest update, drawn in place on a terminal (the spinner
+/// turns and the clock moves between the server's changes), or printed as a plain line when
+/// it differs from the last one on a pipe.
 final class WatchScreen: @unchecked Sendable {
   private let lock = NSLock()
   private let console: Console
   private let color: Bool
-  private var state: SessionState? = nil
-  private var connected = true
-  private var clock: ClockOffset
+  private var latest: SessionUpdate? = nil
   private var lastPlain: String? = nil
   private var ended = false
 
-  init(console: Console, clock: ClockOffset) {
+  init(console: Console) {
     self.console = console
     self.color = usesColor(isTerminal: console.outIsTerminal, environment: console.environment)
-    self.clock = clock
   }
 
-  func update(state: SessionState?, connected: Bool, clock: ClockOffset? = nil) {
+  func show(_ update: SessionUpdate) {
     lock.withLock {
-      if let state { self.state = state }
-      self.connected = connected
-      if let clock, clock.isEstimated { self.clock = clock }
+      latest = update
       if console.outIsTerminal {
         drawLocked()
-      } else if let current = self.state {
-        let line = LineRenderer.plain(frame(of: current, serverNow: nil, connected: connected))
+      } else if let state = update.state {
+        let line = LineRenderer.plain(
+          frame(of: state, connected: update.connection == .connected))
         if line != lastPlain {
           lastPlain = line
           console.out(line + "\n")
@@ -52,7 +48,7 @@ final class WatchScreen: @unchecked Sendable {
   func end() {
     lock.withLock {
       guard !ended else { return }
-      if console.outIsTerminal {
+      if console.outIsTerminal, latest?.state != nil {
         drawLocked()
         console.out("\n")
       }
@@ -61,9 +57,8 @@ final class WatchScreen: @unchecked Sendable {
   }
 
   private func drawLocked() {
-    guard let state, !ended else { return }
     let now = Date()
-    let f = frame(of: state, serverNow: clock.serverTime(at: now), connected: connected)
+    guard !ended, let latest, let f = frame(of: latest, now: now) else { return }
     let ms = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
     console.out(
       LineRenderer.terminal(
@@ -71,21 +66,11 @@ final class WatchScreen: @unchecked Sendable {
   }
 }
 
-/// `countdown watch`: the session live until Ctrl-C, or until it is finished with
-/// `--exit-on-finish`.
+/// `countdown watch`: the session live over its event stream until Ctrl-C, or until it is
+/// finished with `--exit-on-finish`. A server that cannot be reached before the first
+/// snapshot ends it (3, or 1 for a refusal); once connected, it reconnects as the page does.
 func watch(_ client: CountdownClient, exitOnFinish: Bool, console: Console) async -> Int32 {
-  // A first read: an unreachable server or a refused read ends here (3 or 1), rather than in
-  // a reconnect loop that never had anything to show; it also seeds the clock offset.
-  var clock = ClockOffset()
-  let first: SessionSnapshot
-  do {
-    let sentAt = Date()
-    first = try await client.fetch()
-    _ = clock.add(serverTime: first.serverTime, sentAt: sentAt, receivedAt: Date())
-  } catch {
-    return report(error, console: console)
-  }
-  let screen = WatchScreen(console: console, clock: clock)
+  let screen = WatchScreen(console: console)
   let relay = SignalRelay([SIGINT, SIGTERM, SIGHUP]) { signo in
     screen.end()
     raiseDefault(signo)
@@ -96,27 +81,33 @@ func watch(_ client: CountdownClient, exitOnFinish: Bool, console: Console) asyn
       screen.tick()
     }
   }
-  defer { ticker.cancel() }
-  screen.update(state: first.state, connected: true)
-  if exitOnFinish, let code = finishStatus(first.state) {
-    screen.end()
-    return code
+  defer {
+    ticker.cancel()
+    withExtendedLifetime(relay) {}
   }
-  // TEMP: poll until the SSE stream of CountdownClient lands.
-  while true {
-    try? await Task.sleep(nanoseconds: 200_000_000)
-    do {
-      let s = try await client.fetch()
-      screen.update(state: s.state, connected: true)
-      if exitOnFinish, let code = finishStatus(s.state) {
-        screen.end()
-        withExtendedLifetime(relay) {}
-        return code
-      }
-    } catch {
-      screen.update(state: nil, connected: false)
+  var everConnected = false
+  for await update in client.changes() {
+    switch update.connection {
+    case .connected:
+      everConnected = true
+    case .reconnecting(_, _, let reason) where !everConnected:
+      return report(reason, console: console)
+    case .closed(let reason):
+      screen.end()
+      return report(reason, console: console)
+    default:
+      break
+    }
+    screen.show(update)
+    if exitOnFinish, update.connection == .connected, let state = update.state,
+      let code = finishStatus(state)
+    {
+      screen.end()
+      return code
     }
   }
+  screen.end()
+  return ExitCode.failed.rawValue
 }
 
 /// `--exit-on-finish`'s status for a finished state: 0 elapsed or done, 1 failed or timeout.

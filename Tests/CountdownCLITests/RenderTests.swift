@@ -1,32 +1,9 @@
+import CountdownClient
 import Testing
 
 @testable import CountdownCLI
 
 @Suite struct RenderTests {
-  /// The clock reads as the page's formatClock does, at every unit's edges, and never traps.
-  @Test func clockMatchesThePage() {
-    let cases: [(Int64, String)] = [
-      (0, "0"), (5, "5"), (59, "59"), (60, "1:00"), (65, "1:05"), (3599, "59:59"),
-      (3600, "1:00:00"), (3725, "1:02:05"), (86_399, "23:59:59"), (86_400, "1d 00:00:00"),
-      (2 * 86_400 + 3725, "2d 01:02:05"), (-5, "0"), (Int64.min, "0"),
-    ]
-    for (seconds, text) in cases { #expect(formatClock(seconds) == text, "\(seconds)") }
-    #expect(formatClock(Int64.max).hasSuffix("d 15:30:07"))
-    #expect(formatElapsed(0) == "0:00")
-    #expect(formatElapsed(7) == "0:07")
-    #expect(formatElapsed(65) == "1:05")
-    #expect(formatElapsed(-1) == "0:00")
-  }
-
-  /// Milliseconds left round up to whole seconds as the server counts them.
-  @Test func secondsRoundUp() {
-    let cases: [(Int64, Int64)] = [
-      (0, 0), (1, 1), (999, 1), (1000, 1), (1001, 2), (-1, 0), (Int64.min, 0),
-      (Int64.max, Int64.max / 1000 + 1),
-    ]
-    for (ms, s) in cases { #expect(secondsLeft(milliseconds: ms) == s, "\(ms)") }
-  }
-
   /// The spinner is the braille dots, one frame per 80 ms, chosen by time (also before 1970).
   @Test func spinnerFrames() {
     #expect(Spinner.frames.count == 10)
@@ -42,23 +19,26 @@ import Testing
   /// A state becomes the frame the page would show: the clock while running or paused, the
   /// label and time elapsed while waiting, the outcome once finished, the link's trouble.
   @Test func framesOfStates() {
-    let running = Frame.of(
-      phase: "running", spinner: true, label: "90", millisecondsLeft: 89_001,
-      millisecondsElapsed: 999, outcome: nil, stale: false, connected: true)
+    let running = frame(
+      of: SessionState(phase: .running, spinner: true, enabled: false, label: "90", remaining: 90),
+      connected: true)
     #expect(running == Frame(phase: "running", spinning: true, label: "1:30"))
     let waiting = Frame.of(
-      phase: "waiting", spinner: true, label: "Deploying", millisecondsLeft: nil,
-      millisecondsElapsed: 12_999, outcome: nil, stale: false, connected: false)
+      phase: "waiting", spinner: true, label: "Deploying", elapsed: "0:12", outcome: nil,
+      stale: false, connected: false)
     #expect(
       waiting
         == Frame(
           phase: "waiting", spinning: true, label: "Deploying", elapsed: "0:12",
           note: "reconnecting…"))
-    let failed = Frame.of(
-      phase: "finished", spinner: false, label: "exit 3", millisecondsLeft: nil,
-      millisecondsElapsed: nil, outcome: "failed", stale: true, connected: true)
+    let failed = frame(
+      of: SessionState(
+        phase: .finished, spinner: false, enabled: true, label: "exit 3", outcome: .failed,
+        stale: true),
+      connected: true)
     #expect(failed.outcome == "failed" && !failed.succeeded)
     #expect(failed.note == "may be out of date")
+    #expect(failed.label == "exit 3")
     for (outcome, ok) in [("elapsed", true), ("done", true), ("failed", false), ("timeout", false)]
     {
       #expect(
