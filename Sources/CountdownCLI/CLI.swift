@@ -84,6 +84,12 @@ func makeClient(
     throw UsageError("not an http or https URL: \(quoted(invocation.url))")
   }
   if let session = invocation.session {
+    let named = URLComponents(url: url, resolvingAgainstBaseURL: true)?.queryItems?
+      .last(where: { $0.name == "session" })?.value
+    if let named, named != session {
+      throw UsageError(
+        "the URL names session \(quoted(named)) but --session says \(quoted(session))")
+    }
     return try CountdownClient(
       base: url, session: session, token: token, configuration: configuration)
   }

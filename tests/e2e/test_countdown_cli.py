@@ -230,7 +230,7 @@ def test_bad_values(server, session_id, args, status, words):
 def test_usage_errors_exit_2():
     """A wrong command line exits 2 with the reason and where the usage is."""
     for args in ([], ["start"], ["frobnicate", "http://127.0.0.1:1/"], ["run", "http://h/"],
-                 ["start", "ftp://h/?session=a"]):
+                 ["start", "ftp://h/?session=a"], ["pause", "http://h/?session=a", "--session", "b"]):
         r = cli(*args)
         assert r.returncode == 2 and r.stderr.startswith("countdown: "), (args, r)
     r = cli("--help")
