@@ -55,7 +55,7 @@ func run(
       return error
     }
   }
-  let early = await firstAnswer(waitTask, within: runWaitBudget)
+  let early: ((any Error)?)? = await firstAnswer(waitTask, within: runWaitBudget)
   var waitMayApply = true
   switch early {
   case .some(nil): break
@@ -87,7 +87,10 @@ func run(
               case .fail(let label): .fail(label: label)
               }
             // A wait still unanswered is awaited first: done or fail only ends our own wait.
-            guard await waitTask.value == nil else { return }
+            if let error = await waitTask.value {
+              if early == nil { console.err("warning: the wait was not applied: \(error)") }
+              return
+            }
             do {
               _ = try await client.send(command)
             } catch {

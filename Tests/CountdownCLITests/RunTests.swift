@@ -121,3 +121,22 @@ import Testing
     #expect(text.contains("SigIgn") && text.contains("SigBlk"))
   }
 }
+
+@Suite struct WaitBudgetTests {
+  /// A wait answered in time is its answer; one that is not gives up at the budget and
+  /// returns then, not when the wait finally ends.
+  @Test func firstAnswerWithinABudget() async {
+    let quick = Task { () -> (any Error)? in nil }
+    let answer = await firstAnswer(quick, within: 5)
+    #expect(answer != nil && answer! == nil)
+    let slow = Task { () -> (any Error)? in
+      try? await Task.sleep(nanoseconds: 3_000_000_000)
+      return nil
+    }
+    let began = Date()
+    let none = await firstAnswer(slow, within: 0.1)
+    #expect(none == nil)
+    #expect(Date().timeIntervalSince(began) < 2)
+    slow.cancel()
+  }
+}
