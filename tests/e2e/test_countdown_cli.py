@@ -198,6 +198,73 @@ def test_start_until_a_time_of_day(server, session_id):
     assert r.returncode == 2 and "--until" in r.stderr, r
 
 
+class DroppingProxy:
+    """A loopback proxy in front of the server that passes the first request on but hangs up
+    instead of relaying its answer (a reply lost on the way back), then relays the rest. It
+    keeps each request's Idempotency-Key."""
+
+    def __init__(self, server):
+        self.server = server
+        self.keys: list[str | None] = []
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket):
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            headers = {}
+            for line in head.decode("latin-1").split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            while len(body) < int(headers.get("content-length", "0")):
+                body += conn.recv(65536)
+            self.keys.append(headers.get("idempotency-key"))
+            first = len(self.keys) == 1
+            with socket.create_connection((self.server.host, self.server.port)) as up:
+                up.sendall(head + b"\r\n\r\n" + body)
+                answer = b""
+                while True:
+                    chunk = up.recv(65536)
+                    answer += chunk
+                    if not chunk or (b"\r\n\r\n" in answer and answer.endswith(b"}")):
+                        break
+            if not first:
+                conn.sendall(answer)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_lost_reply_is_retried_with_the_same_key(server, session_id):
+    """A command whose answer is lost is sent again with the same Idempotency-Key, so it
+    applies once: the retry is answered from the first try, not refused as busy."""
+    proxy = DroppingProxy(server)
+    try:
+        r = cli("start", f"http://127.0.0.1:{proxy.port}/?session={session_id}", "--seconds", "100")
+    finally:
+        proxy.close()
+    assert (r.returncode, r.stdout) == (0, "running  1:40\n"), r.stderr
+    assert len(proxy.keys) == 2 and proxy.keys[0] and proxy.keys[0] == proxy.keys[1], proxy.keys
+    assert api_read(server, session_id).json["state"]["duration"] == 100
+
+
 @pytest.mark.parametrize(
     "args,status,words",
     [
