@@ -306,7 +306,7 @@ def test_usage_errors_exit_2():
 
 def test_token_from_environment_or_file(tmp_path, session_id):
     """With --control key a command needs the token: COUNTDOWN_TOKEN or --token-file works,
-    none is forbidden (1), and the token never has to be an argument."""
+    none is forbidden (1), and the token never has to be an argument; watch needs none."""
     token = "tok-" + uuid.uuid4().hex
     tokens = tmp_path / "tokens"
     tokens.write_text(token + "\n")
@@ -323,6 +323,15 @@ def test_token_from_environment_or_file(tmp_path, session_id):
         r = cli("resume", url, "--token-file", str(tmp_path / "missing"))
         assert r.returncode == 2 and "token file" in r.stderr, r
         assert api_read(srv, session_id).json["state"]["phase"] == "paused"
+        # watch is a viewer: it needs no token, even with --control key.
+        proc = subprocess.Popen([cli_binary(), "watch", url], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            out = LineReader(proc)
+            wait_until(lambda: any(l.startswith("paused  ") for l in out.lines), 10, "paused line")
+        finally:
+            proc.kill()
+            proc.wait()
     finally:
         srv.stop_and_check()
 
