@@ -17,6 +17,12 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
   public static let tooManySessions = ErrorCode(rawValue: "too_many_sessions")
   public static let unavailable = ErrorCode(rawValue: "unavailable")
   public static let outcomeUnknown = ErrorCode(rawValue: "outcome_unknown")
+
+  /// Every code this version knows of.
+  public static let known: [ErrorCode] = [
+    .badJSON, .badRequest, .busy, .notRunning, .notPaused, .notWaiting, .rateLimited, .forbidden,
+    .tooManySessions, .unavailable, .outcomeUnknown,
+  ]
 }
 
 /// What the server said when it refused a request: its error object and the HTTP status.

@@ -8,7 +8,7 @@ import Foundation
 /// platform's URLSession has (Linux's has no `bytes(for:)`).
 final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Sendable {
   enum Chunk: Sendable {
-    case response(status: Int, retryAfter: Double?)
+    case response(status: Int, retryAfter: Double?, isEventStream: Bool)
     case data(Data)
     case end(CountdownError)
   }
@@ -72,7 +72,9 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Senda
     continuation.yield(
       .response(
         status: http.statusCode,
-        retryAfter: CountdownClient.retryAfter(http.value(forHTTPHeaderField: "Retry-After"))))
+        retryAfter: CountdownClient.retryAfter(http.value(forHTTPHeaderField: "Retry-After")),
+        isEventStream: http.value(forHTTPHeaderField: "Content-Type")?.lowercased()
+          .hasPrefix("text/event-stream") == true))
   }
 
   func urlSession(
@@ -167,9 +169,12 @@ extension CountdownClient {
       var body = Data()
       for await chunk in stream.chunks {
         switch chunk {
-        case .response(let s, let after):
+        case .response(let s, let after, let isEventStream):
           status = s
           retryAfter = after
+          if let refused = SessionWatch.refusesStream(status: s, isEventStream: isEventStream) {
+            return refused
+          }
         case .data(let data) where status != 200:
           // A refusal's body: its error object, if any, a few KB at most.
           if body.count < 4096 { body.append(data.prefix(4096 - body.count)) }

@@ -79,6 +79,13 @@ struct SessionWatch: Sendable {
     return .retry(after: delay, update)
   }
 
+  /// A 200 that is not an event stream: another server, or a proxy's page, under the base
+  /// URL. Final: retrying will not make it a countdown server.
+  static func refusesStream(status: Int, isEventStream: Bool) -> CountdownError? {
+    guard status == 200, !isEventStream else { return nil }
+    return .invalidArgument("the base URL answers the event stream's path with no event stream")
+  }
+
   /// Refusals that a retry cannot change: a 4xx other than 429 (an id or origin the server
   /// refuses), or a value this client would not send. Everything else (no answer, a 5xx,
   /// a garbled event) is retried: the next connection starts from a fresh snapshot.

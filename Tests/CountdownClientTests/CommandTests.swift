@@ -165,15 +165,24 @@ struct CommandTests {
     #expect(CountdownClient.isValidIdempotencyKey(String(repeating: "~", count: 255)))
   }
 
-  /// A server that is down answers nothing: `unreachable`, after the configured tries.
-  @Test func unreachableAfterRetries() async throws {
+  /// A client of a server that was started and killed: nothing listens on its port.
+  func clientOfKilledServer(session: String, attempts: Int) throws -> (
+    CountdownClient, ServerProcess
+  ) {
     let server = try ServerProcess()
-    let port = server.port
     server.kill()
     var config = Self.quick
-    config.commandAttempts = 3
+    config.commandAttempts = attempts
+    config.reconnectBackoff = Backoff(base: 0.05, cap: 0.1)
     let client = try CountdownClient(
-      base: URL(string: "http://127.0.0.1:\(port)/")!, session: "gone", configuration: config)
+      base: URL(string: "http://127.0.0.1:\(server.port)/")!, session: session,
+      configuration: config)
+    return (client, server)
+  }
+
+  /// A server that is down answers nothing: `unreachable`, after the configured tries.
+  @Test func unreachableAfterRetries() async throws {
+    let (client, _) = try clientOfKilledServer(session: "gone", attempts: 3)
     let error = await #expect(throws: CountdownError.self) { try await client.send(.start()) }
     guard case .unreachable? = error else {
       Issue.record("not unreachable: \(String(describing: error))")
@@ -184,17 +193,17 @@ struct CommandTests {
   /// A command sent while the server is down is retried with the same key until the
   /// server is back on the same port, and then applies once.
   @Test func retriesUntilServerIsBack() async throws {
-    let first = try ServerProcess()
-    let port = first.port
-    let dataDir = first.dataDir
-    first.kill()
-    var config = Self.quick
-    config.commandAttempts = 100
-    let client = try CountdownClient(
-      base: URL(string: "http://127.0.0.1:\(port)/")!, session: "back", configuration: config)
+    let (client, first) = try clientOfKilledServer(session: "back", attempts: 100)
     let sending = Task { try await client.send(.start(seconds: 120)) }
-    try await Task.sleep(nanoseconds: 300_000_000)
-    let second = try ServerProcess(port: port, dataDir: dataDir)
+    // A watch's second failed try: the server has been seen down for a while, after the
+    // command's first try went out.
+    let rec = Recorder(client.changes())
+    _ = try await rec.next("two failed tries") {
+      if case .reconnecting(let n, _, _) = $0.connection { return n >= 2 }
+      return false
+    }
+    await rec.cancel()
+    let second = try ServerProcess(port: first.port, dataDir: first.dataDir)
     let ack = try await sending.value
     #expect(ack.state.phase == .running)
     #expect(try await client.fetch().seq >= ack.seq)

@@ -37,14 +37,14 @@ final class ServerProcess: @unchecked Sendable {
       "countdown-server not built at \(binary.path) (run swift build)")
     self.dataDir = try dataDir ?? Self.freshDataDir()
     stderrPath = self.dataDir.appendingPathComponent("stderr-\(UUID().uuidString).log")
-    FileManager.default.createFile(atPath: stderrPath.path, contents: nil)
+    try #require(FileManager.default.createFile(atPath: stderrPath.path, contents: nil))
     let out = Pipe()
     process.executableURL = binary
     process.currentDirectoryURL = Self.root
-    var args = [
-      "--host", "127.0.0.1", "--port", String(port), "--public",
-      Self.root.appendingPathComponent("Public").path, "--log-format", "json",
-    ]
+    var args = ["--host", "127.0.0.1", "--port", String(port), "--log-format", "json"]
+    if !extra.contains("--public") {
+      args += ["--public", Self.root.appendingPathComponent("Public").path]
+    }
     if !extra.contains("--data") {
       args += ["--data", self.dataDir.appendingPathComponent("countdown.db").path]
     }

@@ -141,6 +141,10 @@ struct StreamValueTests {
       #expect(w.lost(final, random: 0.5) == .stop(w.update))
       #expect(w.update.connection == .closed(final))
     }
+    let notAStream = SessionWatch.refusesStream(status: 200, isEventStream: false)
+    #expect(notAStream.map(SessionWatch.isFinal) == true)
+    #expect(SessionWatch.refusesStream(status: 200, isEventStream: true) == nil)
+    #expect(SessionWatch.refusesStream(status: 503, isEventStream: false) == nil)
     for transient in [
       CountdownError.badResponse(status: 502, "proxy"),
       .badResponse(status: 200, "garbled"),

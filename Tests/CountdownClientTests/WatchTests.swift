@@ -40,6 +40,21 @@ struct WatchTests {
     await rec.cancel()
   }
 
+  /// A consumer that stops iterating closes its stream: another watcher sees the server
+  /// count one viewer less.
+  @Test func stoppingClosesTheStream() async throws {
+    let server = try ServerProcess()
+    let client = try CountdownClient(base: server.base, session: "leave")
+    _ = try await client.send(.start(seconds: 60))  // ticks, so the server writes and notices
+    let stays = Recorder(client.changes())
+    let leaves = Recorder(client.changes())
+    _ = try await leaves.next("connected") { $0.isConnected }
+    _ = try await stays.next("two viewers") { $0.state?.viewers == 2 }
+    await leaves.cancel()
+    _ = try await stays.next("one viewer", within: 10) { $0.state?.viewers == 1 }
+    await stays.cancel()
+  }
+
   /// A wait's elapsed time counts up from its `startedAt`; done ends it with its outcome.
   @Test func followsAWait() async throws {
     let server = try ServerProcess()
@@ -113,7 +128,6 @@ struct WatchTests {
     first.kill()
     _ = try await rec.next("reconnecting") { $0.isReconnecting }
     let second = try ServerProcess(["--data", ":memory:"], port: port)
-    #expect(try await client.fetch().seq == 0)  // what a client without the header is shown
     let back = try await rec.next("connected again") { $0.isConnected }
     #expect(back.seq >= before.seq)
     #expect(back.phase == .idle)
@@ -160,6 +174,26 @@ struct WatchTests {
       _ = try await rec.next("nothing more", within: 2) { _ in true }
       Issue.record("an element after .closed")
     } catch is Recorder.Ended {}
+  }
+
+  /// A base URL under which the server has a file where the stream would be (lws refuses
+  /// its unknown type with 415) ends the sequence with `.closed`: retrying cannot help.
+  @Test func notAnEventStreamClosesTheSequence() async throws {
+    let dir = try ServerProcess.freshDataDir()
+    let fake = dir.appendingPathComponent("public/p/api/v1/sessions/x")
+    try FileManager.default.createDirectory(at: fake, withIntermediateDirectories: true)
+    try Data("event: snapshot\ndata: {}\n\n".utf8).write(to: fake.appendingPathComponent("events"))
+    try Data("<!doctype html>".utf8).write(to: dir.appendingPathComponent("public/index.html"))
+    let server = try ServerProcess(
+      ["--public", dir.appendingPathComponent("public").path], dataDir: dir)
+    let client = try CountdownClient(
+      base: server.base.appendingPathComponent("p/"), session: "x", configuration: Self.quick)
+    let rec = Recorder(client.changes())
+    let closed = try await rec.next("closed") {
+      if case .closed = $0.connection { return true }
+      return false
+    }
+    #expect(closed.state == nil)
   }
 
   /// The time left is the server's, through the clock offset: a server whose clock runs an
