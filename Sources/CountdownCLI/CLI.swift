@@ -125,7 +125,8 @@ func report(_ error: any Error, console: Console) -> Int32 {
     console.err("\(usage)\nrun 'countdown --help' for usage")
     return ExitCode.usage.rawValue
   case CountdownError.refused(let r):
-    console.err("\(r.code): \(r.message)")
+    // The code and message are the server's: shown, never sent to the terminal as controls.
+    console.err(LineRenderer.printable("\(r.code): \(r.message)"))
     return ExitCode.failed.rawValue
   case CountdownError.unreachable(let why):
     console.err("the server cannot be reached: \(why)")
@@ -134,7 +135,7 @@ func report(_ error: any Error, console: Console) -> Int32 {
     console.err("\(why)\nrun 'countdown --help' for usage")
     return ExitCode.usage.rawValue
   default:
-    console.err("\(error)")
+    console.err(LineRenderer.printable("\(error)"))
     return ExitCode.failed.rawValue
   }
 }

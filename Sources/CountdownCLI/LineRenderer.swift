@@ -26,6 +26,18 @@ public enum LineRenderer {
     case faint = "2"
   }
 
+  /// `text` with every control character (C0, DEL, C1) shown as U+FFFD: a label comes from
+  /// the server, and an escape sequence in it must not reach the terminal as one.
+  public static func printable(_ text: String) -> String {
+    let isControl = { (v: UInt32) in v < 0x20 || (0x7F...0x9F).contains(v) }
+    guard text.unicodeScalars.contains(where: { isControl($0.value) }) else { return text }
+    var out = String.UnicodeScalarView()
+    for scalar in text.unicodeScalars {
+      out.append(isControl(scalar.value) ? "\u{FFFD}" : scalar)
+    }
+    return String(out)
+  }
+
   /// The line for a terminal: `\r`, the spinner (or a mark for how it ended), the label, the
   /// time elapsed while waiting, the outcome, then a clear to the end of the line. Cut to
   /// `width` columns (less one, so it never wraps). `color` false (NO_COLOR) drops every
@@ -43,11 +55,11 @@ public enum LineRenderer {
     } else {
       parts.append(("·", .faint))
     }
-    parts.append((" " + frame.label, nil))
-    if let elapsed = frame.elapsed { parts.append(("  " + elapsed, nil)) }
+    parts.append((" " + printable(frame.label), nil))
+    if let elapsed = frame.elapsed { parts.append(("  " + printable(elapsed), nil)) }
     if frame.phase == "paused" { parts.append(("  paused", .paused)) }
     if let outcome = frame.outcome {
-      parts.append(("  " + outcome, frame.succeeded ? .good : .bad))
+      parts.append(("  " + printable(outcome), frame.succeeded ? .good : .bad))
     }
     if let note = frame.note { parts.append(("  (" + note + ")", .faint)) }
     if let width { parts = cut(parts, to: max(1, width - 1)) }
@@ -65,8 +77,8 @@ public enum LineRenderer {
   /// The line for a pipe: the phase, the label, and the outcome or note, with no spinner,
   /// no colour and no time that changes between the server's changes.
   public static func plain(_ frame: Frame) -> String {
-    var line = frame.phase + "  " + frame.label
-    if let outcome = frame.outcome { line += "  " + outcome }
+    var line = printable(frame.phase) + "  " + printable(frame.label)
+    if let outcome = frame.outcome { line += "  " + printable(outcome) }
     if let note = frame.note { line += "  (" + note + ")" }
     return line
   }

@@ -62,7 +62,9 @@ func run(
   case .some(let error?):
     waitMayApply = false
     if case CountdownError.refused(let r) = error {
-      console.err("warning: wait was refused (\(r.code): \(r.message)); running the command anyway")
+      console.err(
+        LineRenderer.printable("warning: wait was refused (\(r.code): \(r.message))")
+          + "; running the command anyway")
     } else {
       console.err("warning: \(error); running the command anyway")
     }

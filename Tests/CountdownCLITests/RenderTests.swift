@@ -90,6 +90,17 @@ import Testing
         == "waiting  W  (reconnecting…)")
   }
 
+  /// A label with control characters (an escape sequence, a line break, C1's CSI) reaches
+  /// neither the terminal nor the pipe as one: each shows as U+FFFD.
+  @Test func controlCharactersAreShownNotSent() {
+    let hostile = Frame(
+      phase: "finished", spinning: false, label: "a\u{1B}[2J\nb\u{9B}c\u{7F}", outcome: "done")
+    let tty = LineRenderer.terminal(hostile, atMilliseconds: 0, color: false, width: nil)
+    #expect(tty == "\r✔ a\u{FFFD}[2J\u{FFFD}b\u{FFFD}c\u{FFFD}  done\u{1B}[K")
+    #expect(LineRenderer.plain(hostile) == "finished  a\u{FFFD}[2J\u{FFFD}b\u{FFFD}c\u{FFFD}  done")
+    #expect(LineRenderer.printable("倒計時 ✓") == "倒計時 ✓")
+  }
+
   /// Colour only on a terminal and only while NO_COLOR is unset or empty.
   @Test func noColor() {
     #expect(usesColor(isTerminal: true, environment: [:]))
