@@ -67,9 +67,23 @@ let package = Package(
       exclude: ["countdown.lua"]),
     // Foundation's URLSession only, and no other target, so that it builds for iOS and macOS too.
     .target(name: "CountdownClient"),
+    // Debian's libcurl4-openssl-dev (so https works), seen through a modulemap
+    // and a shim for its variadic setopt/getinfo calls.
+    .systemLibrary(
+      name: "CCurl",
+      pkgConfig: "libcurl",
+      providers: [.apt(["libcurl4-openssl-dev"])]
+    ),
+    // Standard Webhooks out of the outbox, on a thread of its own through
+    // libcurl's multi interface: the only module that imports CCurl.
+    .target(
+      name: "WebhookDelivery", dependencies: ["CountdownCore", "CCurl", "Observability"]),
     .executableTarget(
       name: "countdown-server",
-      dependencies: ["CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster"]),
+      dependencies: [
+        "CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster",
+        "WebhookDelivery",
+      ]),
     // The `countdown` command line: arguments, the one-line renderer, `run`'s child and
     // signals. A library so its tests can reach it; the executable only calls it.
     .target(name: "CountdownCLI", dependencies: ["CountdownClient"]),
@@ -82,6 +96,7 @@ let package = Package(
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CountdownCore"]),
     .testTarget(name: "ObservabilityTests", dependencies: ["Observability"]),
     .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
+    .testTarget(name: "WebhookDeliveryTests", dependencies: ["WebhookDelivery", "CountdownCore"]),
     .testTarget(
       name: "RedisClusterTests",
       dependencies: ["RedisCluster", "CountdownCore", "Libev", "TestSupport"]),

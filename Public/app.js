@@ -56,8 +56,11 @@ import { whyRefused } from "./origin.js";
 import { CONN_STATES, SessionSocket } from "./socket.js";
 import { bringIntoView, gone, inert, setInert, setText } from "./dom.js";
 import { showLinks, showQr, wireCopy } from "./share.js";
+import { msUntilNextMinute, parseView, reachedZero, timeOfDay } from "./views.js";
+import { Chime } from "./chime.js";
 
 const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
+const FLASH_MS = 1100; // data-flash stays this long: the CSS animation's second, and a margin
 
 const el = {
   root: document.documentElement,
@@ -98,6 +101,9 @@ const el = {
   elapsed: document.getElementById("elapsed"),
   outcome: document.getElementById("outcome"),
   labelWords: document.getElementById("label-words"),
+  presenterLine: document.getElementById("presenter-line"),
+  timeOfDay: document.getElementById("time-of-day"),
+  chime: document.getElementById("chime"),
   seconds: document.getElementById("seconds"),
   until: document.getElementById("until"),
   session: document.getElementById("session"),
@@ -148,6 +154,12 @@ const page = {
   focusGoal: null, // the control focus is owed to when it cannot take it yet (see placeFocus)
   lastPhase: null, // the phase the last render drew
   tickTimer: 0, // the redraw when the number next changes
+  // ?view= (views.js): "full", "overlay" or "presenter", and the overlay's type.
+  view: parseView(location.search),
+  patchedPhase: null, // the phase of the last snapshot or patch, to see a countdown reach zero
+  chime: new Chime(),
+  flashTimer: 0, // ends the flash at zero
+  minuteTimer: 0, // the presenter's redraw when the time of day next changes
 };
 
 // ---- Connection ------------------------------------------------------------
@@ -247,6 +259,10 @@ function onServer(msg, { lostRun }) {
       if (lostRun) page.message = { kind: "info", text: t.restarted };
       el.root.dataset.epoch = page.link.epoch ?? "";
       el.root.dataset.phase = page.link.state.phase ?? "";
+      // Only a patch is the moment itself: a snapshot after a reconnect may
+      // find a countdown that reached zero while this page was away.
+      if (msg.type === "patch" && reachedZero(page.patchedPhase, page.link.state)) atZero();
+      page.patchedPhase = page.link.state.phase ?? null;
       break;
     case "ack":
       answered(msg.id);
@@ -265,6 +281,17 @@ function onServer(msg, { lostRun }) {
       break;
   }
   render();
+}
+
+/** A countdown reached zero: the chime, if on, and the views' flash (none under reduced motion: app.css). */
+function atZero() {
+  page.chime.play();
+  if (page.view.view === "full") return;
+  clearTimeout(page.flashTimer);
+  delete el.root.dataset.flash;
+  void el.root.offsetWidth; // restarts the animation if the last flash had not ended
+  el.root.dataset.flash = "";
+  page.flashTimer = setTimeout(() => delete el.root.dataset.flash, FLASH_MS);
 }
 
 /** Command `id` got no answer in time. */
@@ -612,6 +639,10 @@ function render() {
   const title = titleText(s, sNow, page.session, t);
   if (document.title !== title) document.title = title;
 
+  el.root.dataset.spinner = String(s?.spinner === true);
+  renderPresenter(sNow);
+  el.chime.setAttribute("aria-pressed", String(page.chime.on));
+
   setText(el.session, page.session);
   if (el.session.title !== page.session) el.session.title = page.session;
   // A count from a link that is down is one this page cannot vouch for.
@@ -632,6 +663,15 @@ function render() {
   clearTimeout(page.tickTimer);
   const delay = msUntilNextChange(s, sNow);
   if (delay !== null) page.tickTimer = setTimeout(render, delay);
+}
+
+/** The presenter's time of day, on the server's clock, redrawn when the minute turns. */
+function renderPresenter(sNow) {
+  if (page.view.view !== "presenter") return;
+  const now = Number.isFinite(sNow) ? sNow : Date.now();
+  setText(el.timeOfDay, timeOfDay(now, lang));
+  clearTimeout(page.minuteTimer);
+  page.minuteTimer = setTimeout(render, msUntilNextMinute(now));
 }
 
 /**
@@ -703,8 +743,24 @@ function applyStrings() {
 
 // ---- Boot ------------------------------------------------------------------------
 
+/** Sets the view the URL asked for (the CSS does the rest), and the overlay's range-checked type. */
+function applyView() {
+  const { view, size, weight } = page.view;
+  el.root.dataset.view = view;
+  el.presenterLine.hidden = view !== "presenter";
+  if (view === "overlay") {
+    el.root.style.setProperty("--view-size", String(size));
+    el.root.style.setProperty("--view-weight", String(weight));
+  }
+}
+
 function main() {
   applyStrings();
+  applyView();
+  el.chime.addEventListener("click", () => {
+    page.chime.toggle();
+    render();
+  });
   el.form.addEventListener("submit", onStart);
   const onPress = (node, fn) => node.addEventListener("click", () => inert(node) || fn());
   onPress(el.cancel, () => askToEnd("cancel", {}, el.cancel));

@@ -27,11 +27,14 @@ public struct SequenceRequest: Sendable {
   /// `.replayed` with it and applies nothing; otherwise it remembers the
   /// answer with the command, in the same atomic step.
   public let idempotencyKey: String?
+  /// The settings a webhook body is built with, when the hub records events
+  /// (`HubConfig.recordsEvents`); nil when it does not.
+  public var eventConfig: SessionConfig.Shared?
 
   public init(
     ticket: Ticket, session: String, command: SessionCommand, current: SessionRecord,
     keyHash: KeyHash?, presentedKeyHash: KeyHash?, now: Int64, authorisedByToken: Bool = false,
-    idempotencyKey: String? = nil
+    idempotencyKey: String? = nil, eventConfig: SessionConfig.Shared? = nil
   ) {
     self.ticket = ticket
     self.session = session
@@ -42,6 +45,7 @@ public struct SequenceRequest: Sendable {
     self.now = now
     self.authorisedByToken = authorisedByToken
     self.idempotencyKey = idempotencyKey
+    self.eventConfig = eventConfig
   }
 }
 
@@ -72,10 +76,17 @@ public protocol CommandSequencer: AnyObject {
   /// A command this sequencer answered `.pending` for was completed through
   /// `Hub.complete` (by a store, say), before the hub acts on it.
   func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64)
+  /// A run elapsed or a wait timed out with no command (webhooks on): in
+  /// `Hub.advance`, as a record durable only after its deadline is adopted,
+  /// or while the server was down (`Hub.restore`). `record` is the running
+  /// or waiting record it finished from. A sequencer that records events
+  /// elsewhere (a cluster's function) ignores it.
+  func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent)
 }
 
 extension CommandSequencer {
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {}
+  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {}
 }
 
 /// Whether a session created here can be shown at once.

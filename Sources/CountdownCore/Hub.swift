@@ -254,6 +254,14 @@ public final class Hub {
         restoring: session.record, config: sessionConfig, now: now)
       let handle = insertSession(session.id, machine: machine, keyHash: session.keyHash)
       heap.set(handle.index, to: machine.nextDeadline)
+      // A deadline that passed while the server was down finished the run
+      // then; the store's row still says running until this is recorded.
+      if config.recordsEvents,
+        let finish = WebhookEvent.finish(
+          of: session.record, session: session.id, by: now, config: sessionConfig)
+      {
+        sequencer.finishedByItself(session: session.id, record: session.record, event: finish)
+      }
     }
   }
 
@@ -589,8 +597,38 @@ public final class Hub {
       if let tick = sessions[handle].machine.nextTickDue, tick <= now {
         stats.tickLatenessMs.observe(Double(now) - Double(tick))
       }
+      let finish = config.recordsEvents ? finishDue(handle, now: now) : nil
       transition(handle) { $0.advance(now: now) }
+      if let finish {
+        sequencer.finishedByItself(
+          session: finish.event.session, record: finish.record, event: finish.event)
+      }
     }
+  }
+
+  /// A record durable only after its own deadline (a commit slower than the
+  /// run's last second) is adopted finished, and no timer will see that
+  /// finish: it is recorded here instead, once, as `advance` would have.
+  private func recordFinishOnAdoption(_ handle: SessionHandle, _ record: SessionRecord, now: Int64)
+  {
+    guard config.recordsEvents, sessions[handle].machine.revision == record.revision,
+      let finish = WebhookEvent.finish(
+        of: record, session: sessions[handle].id, by: now, config: sessionConfig)
+    else { return }
+    sequencer.finishedByItself(session: sessions[handle].id, record: record, event: finish)
+  }
+
+  /// The finish `advance(now:)` is about to make of a run or wait, with the
+  /// record it finishes from, as the sequencer records it.
+  private func finishDue(
+    _ handle: SessionHandle, now: Int64
+  ) -> (record: SessionRecord, event: WebhookEvent)? {
+    let phase = sessions[handle].machine.phase
+    guard phase == .running || phase == .waiting else { return nil }
+    let record = sessions[handle].machine.record
+    return WebhookEvent.finish(
+      of: record, session: sessions[handle].id, by: now, config: sessionConfig
+    ).map { (record, $0) }
   }
 
   // MARK: The command path
@@ -630,7 +668,8 @@ public final class Hub {
     let request = SequenceRequest(
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
-      now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey)
+      now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey,
+      eventConfig: config.recordsEvents ? sessionConfig : nil)
     switch sequencer.sequence(request) {
     case .done(let outcome):
       finish(pending, outcome, now: now)
@@ -652,6 +691,7 @@ public final class Hub {
     switch outcome {
     case .applied(let record):
       transition(pending.session) { $0.adopt(record, now: now) }
+      recordFinishOnAdoption(pending.session, record, now: now)
       // The place a start held becomes its run's, if a run began.
       if pending.holdsAddressPlace, sessions[pending.session].machine.phase.holdsAddressPlace,
         startedFrom[pending.session] == nil

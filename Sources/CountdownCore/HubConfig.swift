@@ -20,11 +20,14 @@ public struct HubConfig: Sendable {
   /// A connection still over its rate after this long is closed with 1008.
   public var floodCloseAfterMs: Int64
   public var control: ControlMode
+  /// Webhooks are on: every change a webhook reports is recorded with it
+  /// (`WebhookEvent`, through the sequencer). Off, nothing is recorded.
+  public var recordsEvents: Bool
 
   public init(
     session: SessionConfig = SessionConfig(), maxSessions: Int = 100_000,
     maxSessionsPerAddress: Int = 1000, commandsPerSecond: Double = 20,
-    floodCloseAfterMs: Int64 = 5000, control: ControlMode = .open
+    floodCloseAfterMs: Int64 = 5000, control: ControlMode = .open, recordsEvents: Bool = false
   ) {
     self.session = session
     self.maxSessions = maxSessions
@@ -32,5 +35,6 @@ public struct HubConfig: Sendable {
     self.commandsPerSecond = commandsPerSecond
     self.floodCloseAfterMs = floodCloseAfterMs
     self.control = control
+    self.recordsEvents = recordsEvents
   }
 }

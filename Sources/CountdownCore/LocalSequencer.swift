@@ -37,6 +37,7 @@ public final class LocalSequencer: CommandSequencer {
     }
     var keyHash = request.keyHash
     if case .rotateKey(let rotated) = request.command { keyHash = rotated }
+    let events = store == nil ? [] : Self.events(of: request, outcome)
     if let key = request.idempotencyKey, let answer = IdempotentAnswer(outcome) {
       let entry = IdempotencyEntry(
         session: request.session, key: key, fingerprint: request.command.fingerprint,
@@ -46,13 +47,41 @@ public final class LocalSequencer: CommandSequencer {
         return .done(outcome)
       }
       unconfirmed[request.ticket] = entry
-      store.write(.remember(entry, keyHash: keyHash, ticket: request.ticket))
+      store.write(.remember(entry, keyHash: keyHash, ticket: request.ticket, events: events))
       return .pending
     }
     guard case .applied(let record) = outcome, let store else { return .done(outcome) }
     store.write(
-      .save(session: request.session, record: record, keyHash: keyHash, ticket: request.ticket))
+      .save(
+        session: request.session, record: record, keyHash: keyHash, ticket: request.ticket,
+        events: events))
     return .pending
+  }
+
+  /// The webhook events an applied command records with its record, when
+  /// the hub records events. A deadline that passed before the command was
+  /// sequenced, but before the hub's timer ran, finished the run first: its
+  /// finish goes into the same write, since the command's record replaces
+  /// the one that finished, and the hub's own finish then finds the row
+  /// moved on and records nothing.
+  static func events(of request: SequenceRequest, _ outcome: SequenceOutcome) -> [WebhookEvent] {
+    guard let config = request.eventConfig, case .applied(let record) = outcome else { return [] }
+    var events: [WebhookEvent] = []
+    if let finish = WebhookEvent.finish(
+      of: request.current, session: request.session, by: request.now, config: config)
+    {
+      events.append(finish)
+    }
+    if let type = WebhookEventType.of(request.command.op, result: record) {
+      events.append(
+        WebhookEvent(
+          type, session: request.session, record: record, at: request.now, config: config))
+    }
+    return events
+  }
+
+  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {
+    store?.write(.finish(session: session, record: record, event: event))
   }
 
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {

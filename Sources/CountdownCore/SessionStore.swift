@@ -8,12 +8,23 @@ public protocol SessionStore: AnyObject {
 
 public enum StoreWrite: Equatable, Sendable {
   /// Insert or replace a session's row. `keyHash` is nil in open mode.
-  case save(session: String, record: SessionRecord, keyHash: KeyHash?, ticket: Ticket?)
+  /// `events` (webhooks on) go into the outbox in the same transaction.
+  case save(
+    session: String, record: SessionRecord, keyHash: KeyHash?, ticket: Ticket?,
+    events: [WebhookEvent] = [])
   case delete(session: String)
   /// A command sent with an idempotency key: its answer, and when it applied
   /// its record (with `keyHash`, as `.save`), in one transaction. Completed
   /// with the answer's outcome once durable.
-  case remember(IdempotencyEntry, keyHash: KeyHash?, ticket: Ticket)
+  case remember(
+    IdempotencyEntry, keyHash: KeyHash?, ticket: Ticket, events: [WebhookEvent] = [])
+  /// A run that elapsed or a wait that timed out by itself (webhooks on):
+  /// `record`, the running or waiting record it finished from, is stored
+  /// settled, with `event` in the outbox, in one transaction, so a restart
+  /// does not record the finish again. Nothing is written when the row no
+  /// longer holds `record`'s revision: a command sequenced before the
+  /// deadline came first, and the finish never happened.
+  case finish(session: String, record: SessionRecord, event: WebhookEvent)
 }
 
 /// A session as a store hands it back at start-up.

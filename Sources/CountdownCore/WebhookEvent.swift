@@ -12,6 +12,8 @@ public enum WebhookEventType: String, CaseIterable, Sendable {
   /// it left: an adjust that takes the last second away finishes the run, so
   /// it reports `finished`. A key rotation changes nothing a backend sees.
   public static func of(_ op: SessionCommand.Op, result: SessionRecord) -> WebhookEventType? {
+    // A rotation on a finished session leaves it finished: no new finish.
+    if op == .rotateKey { return nil }
     if case .finished = result.status, op != .cancel { return .finished }
     switch op {
     case .start: return .started

@@ -21,6 +21,8 @@ public struct OutboxEntry: Equatable, Sendable {
 public protocol WebhookOutbox: AnyObject {
   /// At most `limit` entries this instance should deliver now, oldest first,
   /// that it has not been handed yet, or entries a dead holder left behind.
+  /// Called at least every half second, with `limit` 0 while the deliverer
+  /// is full: the outbox's chance for its own upkeep.
   func take(limit: Int, now: Int64) throws -> [OutboxEntry]
   /// Delivered (a 2xx from every endpoint) or given up: settled for good.
   func delivered(_ entry: OutboxEntry) throws

@@ -152,8 +152,14 @@ public final class CountdownServer {
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
     // lws 4.1 switches to a linear fd-to-wsi lookup that costs O(n) per event
     // (bench/PROFILE.md). Admission enforces --max-connections instead.
-    info.options =
-      cds_option_validate_utf8() | cds_option_security_headers() | cds_option_explicit_vhosts()
+    info.options = cds_option_validate_utf8() | cds_option_explicit_vhosts()
+    // lws's security headers are all or nothing: to let named sites frame the
+    // page, the same set is given as the vhost's own headers, minus the deny.
+    if let ancestors = config.frameAncestors {
+      info.headers = UnsafePointer(makeHeaders(ancestors.headers))
+    } else {
+      info.options |= cds_option_security_headers()
+    }
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
     info.user = Unmanaged.passUnretained(self).toOpaque()
 
@@ -602,6 +608,7 @@ public final class CountdownServer {
     for (suffix, type) in [
       (".mjs", "text/javascript"), (".webmanifest", "application/manifest+json"),
       (".map", "application/json"), (".wasm", "application/wasm"), (".txt", "text/plain"),
+      (".wav", "audio/wav"),
     ] {
       var option = lws_protocol_vhost_options()
       option.next = UnsafePointer(mimeTypes)
@@ -622,6 +629,21 @@ public final class CountdownServer {
       ["/healthz", "/readyz", "/qr.svg", Self.originCheckPath, APIRequest.prefix]
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
+  }
+
+  /// lws's list of canned headers, in `headers`' order.
+  private func makeHeaders(
+    _ headers: [(name: String, value: String)]
+  ) -> UnsafeMutablePointer<lws_protocol_vhost_options>? {
+    var head: UnsafeMutablePointer<lws_protocol_vhost_options>?
+    for (name, value) in headers.reversed() {
+      var option = lws_protocol_vhost_options()
+      option.next = UnsafePointer(head)
+      option.name = retain(name)
+      option.value = retain(value)
+      head = retain([option])
+    }
+    return head
   }
 
   /// Mounts that hand each of `paths` to `httpCallback`.

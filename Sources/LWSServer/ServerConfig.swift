@@ -22,6 +22,8 @@ public struct ServerConfig: Sendable {
   public var maxConnectionsPerIP: Int = 4096
   /// Origins allowed to open a WebSocket besides the server's own; "*" allows any.
   public var allowedOrigins: [String] = []
+  /// Sites that may embed the page in an iframe (`--frame-ancestors`); nil keeps lws's deny.
+  public var frameAncestors: FrameAncestors?
   /// Bearer tokens of `--api-token-file`, for the HTTP API.
   public var apiTokens = APITokens()
   /// Peers whose X-Forwarded-For names the client (`--trusted-proxy`).

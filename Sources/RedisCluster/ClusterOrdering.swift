@@ -13,6 +13,8 @@ final class ClusterOrdering {
   var emit: (ClusterEvent, Int64) -> Void = { _, _ in }
   /// Another instance made a new epoch: this one's sessions are another history.
   var onEpochConflict: (String) -> Void = { _ in }
+  /// A command applied with webhooks on: its event is in the stream now.
+  var onEventsRecorded: () -> Void = {}
   /// Whether commands can be ordered now (the change feed is live).
   var isLive: () -> Bool = { false }
 
@@ -85,7 +87,8 @@ final class ClusterOrdering {
       base: request.current.revision, deadline: deadline, sentAt: monotonicMs(),
       idempotencyKey: request.idempotencyKey, resolveWithinMs: settings.resolveWithinMs)
     let arguments = CommandCall.argv(
-      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce)
+      request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce,
+      events: settings.recordsEvents)
     let sent = commands.send(arguments) { [weak self] result in
       self?.commandAnswered(lost, result)
     }
@@ -115,6 +118,7 @@ final class ClusterOrdering {
         }
         outcome = .applied(record)
         sessions.took(session, revision: record.revision)
+        if settings.recordsEvents { onEventsRecorded() }
       case ("rejected", 2):
         outcome = .rejected(ErrorCode(rawValue: parts[1]) ?? .badRequest)
       case ("replayed", 3):

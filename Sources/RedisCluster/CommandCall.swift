@@ -39,6 +39,9 @@ enum CommandCall {
     case byToken
     /// `SessionCommand.fingerprint`, kept with an idempotency key's answer.
     case fingerprint
+    /// '1' when webhooks are on: the change is recorded in the events stream
+    /// in the same call, and KEYS end with `RedisSequencer.eventsKeys`.
+    case events
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -46,19 +49,22 @@ enum CommandCall {
 
   /// The whole FCALL, keys then arguments.
   static func argv(
-    _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String
+    _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String,
+    events: Bool = false
   ) -> [String] {
     let idem = request.idempotencyKey.map { RedisSequencer.idempotencyKey(request.session, $0) }
-    return [
-      "FCALL", RedisSequencer.function("command"), idem == nil ? "4" : "5",
-      RedisSequencer.sessionKey(request.session), RedisSequencer.epochKey,
-      RedisSequencer.positionKey, RedisSequencer.sessionsKey,
-    ] + (idem.map { [$0] } ?? [])
+    let keys =
+      [
+        RedisSequencer.sessionKey(request.session), RedisSequencer.epochKey,
+        RedisSequencer.positionKey, RedisSequencer.sessionsKey,
+      ] + (idem.map { [$0] } ?? []) + (events ? RedisSequencer.eventsKeys : [])
+    return ["FCALL", RedisSequencer.function("command"), String(keys.count)] + keys
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
         channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
         byToken: request.authorisedByToken,
-        fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint)
+        fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint,
+        events: events)
   }
 
   /// The ARGV alone, one value per slot in slot order. Every slot has its
@@ -66,7 +72,7 @@ enum CommandCall {
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
     channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
-    byToken: Bool = false, fingerprint: String = ""
+    byToken: Bool = false, fingerprint: String = "", events: Bool = false
   ) -> [String] {
     let operands = operands(of: command)
     return Slot.allCases.map { slot in
@@ -94,6 +100,7 @@ enum CommandCall {
       case .baseWaitLabel: base.waitLabel ?? ""
       case .byToken: byToken ? "1" : ""
       case .fingerprint: fingerprint
+      case .events: events ? "1" : ""
       }
     }
   }

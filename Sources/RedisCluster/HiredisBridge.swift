@@ -174,8 +174,9 @@ private func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
   }
 }
 
-/// A blocking connection, for start-up only (before the listener opens):
-/// loading the function library and agreeing on the cluster epoch.
+/// A blocking connection, never on the service thread: at start-up (before
+/// the listener opens) loading the function library and agreeing on the
+/// cluster epoch, and the webhook delivery thread's own (`StreamOutbox`).
 public final class BlockingRedis {
   private let raw: UnsafeMutablePointer<redisContext>
 
@@ -213,6 +214,28 @@ public final class BlockingRedis {
       throw RedisError.reply(message, toAuth: arguments.first == "AUTH")
     }
     return value
+  }
+
+  /// Sends every command at once and then reads their replies, in order:
+  /// one round trip for all. Each reply is returned as it is, an error reply
+  /// too; a broken connection throws.
+  public func pipeline(_ commands: [[String]]) throws(RedisError) -> [RedisReply] {
+    for arguments in commands {
+      let status = withArgv(arguments) { count, argv, argvlen in
+        redisAppendCommandArgv(raw, count, argv, argvlen)
+      }
+      guard status == REDIS_OK else { throw RedisError(.disconnected, errorText(of: raw)) }
+    }
+    var replies: [RedisReply] = []
+    for _ in commands {
+      var reply: UnsafeMutableRawPointer?
+      guard redisGetReply(raw, &reply) == REDIS_OK, let reply else {
+        throw RedisError(.disconnected, errorText(of: raw))
+      }
+      defer { freeReplyObject(reply) }
+      replies.append(convert(reply.assumingMemoryBound(to: redisReply.self)))
+    }
+    return replies
   }
 
   /// AUTH, before anything else on this connection: as `username` (an ACL

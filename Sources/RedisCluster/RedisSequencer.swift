@@ -44,6 +44,10 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     /// `--redis-password-file`; never logged or shown.
     public var password: String?
 
+    /// Webhooks are on: every command records its event in the events
+    /// stream in the same function call (see `StreamOutbox`).
+    public var recordsEvents = false
+
     public init(address: RedisAddress, epoch: String, password: String? = nil) {
       self.address = address
       self.epoch = epoch
@@ -88,6 +92,13 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// library declares every key it touches, and assumes one Redis (or one
   /// primary), not Redis Cluster's sharding.
   static let sessionsKey = "countdown:sessions"
+  /// Webhooks' outbox: the events stream, the deadlines set (a run's
+  /// endsAt, a wait's timeoutAt, by session) and the record line of each
+  /// deadline, in the order countdown.lua's `events_keys` reads them.
+  static let eventsKey = "countdown:events"
+  static let deadlinesKey = "countdown:deadlines"
+  static let deadlineLinesKey = "countdown:deadline-lines"
+  static let eventsKeys = [eventsKey, deadlinesKey, deadlineLinesKey]
   /// A command's `Idempotency-Key` on a session: its first answer, a day.
   /// The session id has no `:`, so the key (last, any printable ASCII) is
   /// unambiguous.
@@ -110,6 +121,10 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// Called after events reached the hub, so that the server pushes what
   /// changed: they come from hiredis's callbacks, outside lws's.
   public var onHubChanged: (() -> Void)?
+  /// A command applied with webhooks on, so its event is in the stream, or
+  /// a deadline passed whose finish the next `countdown_v3_due` records:
+  /// the deliverer can be woken (on the loop's thread; it must not block).
+  public var onEventsRecorded: (() -> Void)?
   /// Another instance has made a new epoch (Redis lost its data and an
   /// instance started anew): this instance's sessions are another history.
   public var onEpochConflict: ((_ clusterEpoch: String) -> Void)?
@@ -200,6 +215,7 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     presence.isLive = { [unowned feed] in feed.isLive }
     feed.keyHash = { [unowned self] in hub?.keyHash(ofSession: $0) }
     ordering.onEpochConflict = { [unowned self] in epochConflict($0) }
+    ordering.onEventsRecorded = { [unowned self] in onEventsRecorded?() }
     feed.onEpochConflict = { [unowned self] in epochConflict($0) }
     feed.onAnswering = { [unowned ordering] in ordering.resolveLostReplies() }
     feed.onCheck = { [unowned self] in measureClock(fresh: false) }
@@ -270,6 +286,16 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     // Before `start` or after `stop` nothing can be ordered.
     guard let ordering else { return .done(.unavailable(Self.unreachable)) }
     return ordering.sequence(request)
+  }
+
+  /// The hub saw a run elapse or a wait time out. The function library
+  /// records that finish, once for the cluster, when the delivery side next
+  /// calls `countdown_v3_due` (or a command finds it passed): so this only
+  /// wakes the deliverer, which then calls it at the deadline rather than at
+  /// its next poll. Every instance that has the session open does; the first
+  /// call records the finish, the rest find nothing due.
+  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {
+    if settings.recordsEvents { onEventsRecorded?() }
   }
 
   public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {

@@ -13,7 +13,8 @@
 -- its own; the keys and the changes channel are shared.
 --
 -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter,
--- 4 the session index (optional), 5 the command's idempotency hash (optional).
+-- 4 the session index (optional), 5 the command's idempotency hash (optional),
+-- then, when webhooks are on (ARG.events), the events keys (see EVENTS).
 -- In key mode the session hash holds its controller key's hash, and every
 -- command presents the hash of the key its connection holds: a mismatch is
 -- refused here too, so one instance's bug cannot command a keyed session.
@@ -418,8 +419,57 @@ local ARG = {
   phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
   deadline = 14, nonce = 15, presented = 16,
   startedAt = 17, timeoutAt = 18, outcome = 19, baseWaitLabel = 20, byToken = 21,
-  fingerprint = 22,
+  fingerprint = 22, events = 23,
 }
+
+-- Webhooks' transactional outbox: with ARG.events = '1', the command's
+-- KEYS end with three more, the events stream, the deadlines set and the
+-- deadlines' records, and every applied change is added to the stream in
+-- this same call (op, the record line, at), so an event is recorded exactly
+-- when its change is. A run's endsAt or a wait's timeoutAt is kept in the
+-- deadlines set (scored by it) with the record line it belongs to: the
+-- finish no command causes is moved to the stream once, by the first call
+-- that sees it due (a command on the session, or countdown_v3_due, which
+-- the delivery side calls), since the move takes it out of the set. The
+-- stream is trimmed to about EVENTS_MAX entries: beyond that backlog the
+-- oldest go even if undelivered.
+local EVENTS_MAX = 100000
+
+local function events_keys(keys, first)
+  return {stream = keys[first], deadlines = keys[first + 1], lines = keys[first + 2]}
+end
+
+local function emit(ev, op, line, at)
+  redis.call(
+    'XADD', ev.stream, 'MAXLEN', '~', EVENTS_MAX, '*', 'op', op, 'line', line, 'at', int(at))
+end
+
+-- Records the session's finish if its deadline is due at `at`; true when it did.
+local function settle_due(ev, session, at)
+  local score = redis.call('ZSCORE', ev.deadlines, session)
+  if not score or tonumber(score) > at then return false end
+  local line = redis.call('HGET', ev.lines, session)
+  redis.call('ZREM', ev.deadlines, session)
+  redis.call('HDEL', ev.lines, session)
+  if not line then return false end
+  emit(ev, 'finish', line, tonumber(score))
+  return true
+end
+
+-- After a change: the record's deadline (if any) replaces the session's
+-- last, and the change is recorded. A key rotation is no event.
+local function record_change(ev, session, op, r, line, at)
+  local deadline = (r.phase == 'running' and r.endsAt)
+    or (r.phase == 'waiting' and r.timeoutAt) or nil
+  if deadline then
+    redis.call('ZADD', ev.deadlines, int(deadline), session)
+    redis.call('HSET', ev.lines, session, line)
+  else
+    redis.call('ZREM', ev.deadlines, session)
+    redis.call('HDEL', ev.lines, session)
+  end
+  if op ~= 'rotate_key' then emit(ev, op, line, at) end
+end
 
 -- Returns {'ok', line} | {'rejected', code} | {'epoch', current} | {'expired'}
 -- | {'replayed', 'ok', line} | {'replayed', 'rejected', code}.
@@ -444,6 +494,14 @@ local function command(keys, args)
   if other then return {'epoch', other} end
   local presented = args[ARG.presented] or ''
   local by_token = args[ARG.byToken] == '1'
+  local ev = nil
+  local given = #keys
+  if args[ARG.events] == '1' then
+    given = #keys - 3
+    ev = events_keys(keys, given + 1)
+  end
+  local index = given >= 4 and keys[4] or nil
+  local idem = given >= 5 and keys[5] or nil
   local r, damage, f = read(keys[1])
   local nonce = args[ARG.nonce] or ''
   -- A caller that lost the reply has asked already, and answered that this
@@ -486,7 +544,7 @@ local function command(keys, args)
   if op == 'rotate_key' and not r.key and presented == '' then
     return {'rejected', 'bad_request'}
   end
-  local idem, fingerprint = keys[5], args[ARG.fingerprint] or ''
+  local fingerprint = args[ARG.fingerprint] or ''
   if idem then
     local first = redis.call('HMGET', idem, 'fingerprint', 'line', 'code')
     if first[1] then
@@ -495,6 +553,8 @@ local function command(keys, args)
       return {'replayed', 'rejected', first[3] or 'bad_request'}
     end
   end
+  -- A deadline passed before this command: its finish came first.
+  if ev then settle_due(ev, session, at) end
   local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at)
   if refused then
     if idem and REMEMBERED[refused] then
@@ -511,7 +571,8 @@ local function command(keys, args)
   local pos = redis.call('INCR', keys[3])
   local line = encode(epoch, pos, session, r, at)
   redis.call('PUBLISH', channel, line)
-  if keys[4] then redis.call('ZADD', keys[4], 0, session) end
+  if ev then record_change(ev, session, op, r, line, at) end
+  if index then redis.call('ZADD', index, 0, session) end
   if idem then
     redis.call('HSET', idem, 'fingerprint', fingerprint, 'line', line)
     redis.call('PEXPIRE', idem, IDEM_MS)
@@ -765,7 +826,56 @@ local function reap(keys, args)
   return sessions
 end
 
+-- Moves the finishes whose deadline has passed (by Redis's clock) to the
+-- events stream, each once: the delivery side calls it before it reads the
+-- stream, so a deadline that passed while every instance was down is
+-- recorded by the first to come back. KEYS: the events keys. ARGV: the most
+-- to move in this call. Returns how many it moved.
+local function due(keys, args)
+  local limit = integer(args[1] or '', 1, 10000) or 100
+  local at = now_ms()
+  local ev = events_keys(keys, 1)
+  local members = redis.call('ZRANGEBYSCORE', ev.deadlines, '-inf', int(at), 'LIMIT', 0, limit)
+  local moved = 0
+  for _, session in ipairs(members) do
+    if settle_due(ev, session, at) then moved = moved + 1 end
+  end
+  return moved
+end
+
+-- The delivery side's hold on the entries it is sending or retrying: each
+-- one still pending under this consumer is claimed to it again (its idle
+-- time starts over, its delivery count stays), so no other instance takes it
+-- for a dead one's; one another instance has taken over stays that one's.
+-- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
+-- Returns the ids still this consumer's.
+local function touch(keys, args)
+  local group, consumer = args[1], args[2]
+  local ours, claim = {}, nil
+  local function flush()
+    if claim then
+      table.insert(claim, 'JUSTID')
+      redis.call(unpack(claim))
+      claim = nil
+    end
+  end
+  for i = 3, #args do
+    local entry = redis.call('XPENDING', keys[1], group, args[i], args[i], 1)[1]
+    if entry and entry[2] == consumer then
+      table.insert(ours, args[i])
+      claim = claim or {'XCLAIM', keys[1], group, consumer, '0'}
+      table.insert(claim, args[i])
+      -- unpack's stack is bounded: claimed a thousand at a time.
+      if #claim >= 1005 then flush() end
+    end
+  end
+  flush()
+  return ours
+end
+
 redis.register_function('countdown_v3_command', command)
+redis.register_function('countdown_v3_touch', touch)
+redis.register_function('countdown_v3_due', due)
 redis.register_function('countdown_v3_viewers', viewers)
 redis.register_function('countdown_v3_open', open)
 redis.register_function('countdown_v3_forget', forget)

@@ -48,6 +48,9 @@ final class Connection {
   /// itself after some errors (SQLITE_FULL among them).
   var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+  /// Rows the last INSERT, UPDATE or DELETE on this connection changed.
+  var changes: Int64 { sqlite3_changes64(handle) }
+
   /// Runs SQL without parameters and without rows (pragmas, DDL, BEGIN…).
   func execute(_ sql: String) throws(StoreError) {
     try check(sqlite3_exec(handle, sql, nil, nil, nil))

@@ -45,6 +45,8 @@ public final class SQLiteStore: SessionStore, Sendable {
   public let sync: SyncMode
   let database: Guarded<Database?>
   let queue: Guarded<WriteQueue>
+  /// The webhook outbox's delivery side (`SQLiteStore+Outbox.swift`).
+  let outbox = Guarded(OutboxState())
   private let writer: Guarded<JoinableThread?>
   /// Held from open to close: no second server uses the file meanwhile.
   private let claim: Guarded<LockFile?>
@@ -198,6 +200,7 @@ public final class SQLiteStore: SessionStore, Sendable {
   /// handler touches (an lws context to wake) must still exist. Never call it
   /// from `onCompleted`: the writer would wait for itself.
   public func close() {
+    closeOutbox()
     queue.update { $0.stopping = true }
     let thread = writer.withLock { thread in
       defer { thread = nil }
@@ -245,20 +248,26 @@ public final class SQLiteStore: SessionStore, Sendable {
       if !writes.isEmpty {
         queue.withLock { $0.beforeCommit }?()
         let started = ContinuousClock.now
-        let failure = commit(writes)
+        // What the deliverer settled or retried since rides along: no commit of its own.
+        let (settled, retries) = outbox.withLock { ($0.book.settled, $0.book.retries) }
+        let failure = commit(writes, outbox: (settled, retries))
+        if failure == nil, !settled.isEmpty || !retries.isEmpty {
+          outbox.withLock { $0.book.stored(settled, retries) }
+        }
         let elapsed = ContinuousClock.now - started
         kept = failure == nil ? [] : writes.filter(\.isKeptOnFailure)
         retryWait = failure == nil ? Self.firstRetryWait : min(retryWait * 2, Self.longestRetryWait)
         let completions = writes.compactMap {
           $0.completion(failure: failure.map(Self.outcomeMessage))
         }
-        let handler = queue.withLock { queue in
+        let (handler, recorded) = queue.withLock { queue in
           queue.stats.record(
             batch: writes.count, ticketed: completions.count, kept: kept.count, elapsed: elapsed,
             failure: failure)
-          return queue.onCompleted
+          return (queue.onCompleted, queue.onEventsRecorded)
         }
         if !completions.isEmpty { handler?(completions) }
+        if failure == nil, writes.contains(where: \.recordsEvents) { recorded?() }
       }
       // Writes are refused once `stopping` is set, so this batch was the last.
       if stopping { return }
@@ -276,9 +285,13 @@ public final class SQLiteStore: SessionStore, Sendable {
   }
 
   /// One transaction for the whole batch; on any failure it is rolled back.
-  private func commit(_ writes: [StoreWrite]) -> StoreError? {
+  private func commit(
+    _ writes: [StoreWrite], outbox: (settled: [Int64], retries: [Int64: OutboxBook.RetryMark])
+  ) -> StoreError? {
     do throws(StoreError) {
-      try withDatabase { database throws(StoreError) in try database.commit(writes) }
+      try withDatabase { database throws(StoreError) in
+        try database.commit(writes, settled: outbox.settled, retries: outbox.retries)
+      }
       return nil
     } catch {
       return error
@@ -292,6 +305,7 @@ struct WriteQueue {
   var pending: [StoreWrite] = []
   var stopping = false
   var onCompleted: (@Sendable ([StoreCompletion]) -> Void)?
+  var onEventsRecorded: (@Sendable () -> Void)?
   var stats = StoreStats()
   /// A test's hook: runs on the writer thread before each commit, so a test
   /// can hold the writer as a stalled disk would.
@@ -308,18 +322,28 @@ extension StoreWrite {
   /// adopted it and it must not be stored later.
   fileprivate var isKeptOnFailure: Bool {
     switch self {
-    case .save(_, _, _, .some), .remember: false
-    case .save, .delete: true
+    case .save(_, _, _, .some, _), .remember: false
+    case .save, .delete, .finish: true
+    }
+  }
+
+  /// The write puts webhook events in the outbox (or may: a finish does
+  /// only while the row still holds the record it finished from).
+  fileprivate var recordsEvents: Bool {
+    switch self {
+    case .save(_, _, _, _, let events), .remember(_, _, _, let events): !events.isEmpty
+    case .finish: true
+    case .delete: false
     }
   }
 
   fileprivate func completion(failure: String?) -> StoreCompletion? {
-    if case .remember(let entry, _, let ticket) = self {
+    if case .remember(let entry, _, let ticket, _) = self {
       return StoreCompletion(
         ticket: ticket, session: entry.session,
         outcome: failure.map { .unavailable($0) } ?? entry.answer.outcome)
     }
-    guard case .save(let session, let record, _, let ticket?) = self else { return nil }
+    guard case .save(let session, let record, _, let ticket?, _) = self else { return nil }
     return StoreCompletion(
       ticket: ticket, session: session,
       outcome: failure.map { .unavailable($0) } ?? .applied(record))
@@ -345,12 +369,39 @@ public struct SetAside: Equatable, Sendable {
   }
 }
 
+/// `BEGIN IMMEDIATE` … `COMMIT` on one connection, rolled back on any failure.
+final class Transactions {
+  private let connection: Connection
+  private let begin: Statement
+  private let commit: Statement
+  private let rollback: Statement
+
+  init(_ connection: Connection) throws(StoreError) {
+    self.connection = connection
+    begin = try connection.prepare("BEGIN IMMEDIATE")
+    commit = try connection.prepare("COMMIT")
+    rollback = try connection.prepare("ROLLBACK")
+  }
+
+  func run(_ body: () throws(StoreError) -> Void) throws(StoreError) {
+    // A rollback that failed last time would make every BEGIN fail from now on.
+    if connection.inTransaction { try rollback.run() }
+    try begin.run()
+    do throws(StoreError) {
+      try body()
+      try commit.run()
+    } catch {
+      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
+      if connection.inTransaction { try? rollback.run() }
+      throw error
+    }
+  }
+}
+
 /// The open connection and its prepared statements.
 final class Database {
   let connection: Connection
-  let begin: Statement
-  let commitTransaction: Statement
-  let rollback: Statement
+  let transactions: Transactions
   let upsertSession: Statement
   let deleteSession: Statement
   let selectSessions: Statement
@@ -359,13 +410,25 @@ final class Database {
   let setAside: Statement
   let deleteSetAside: Statement
   let idempotency: IdempotencyStatements
+  let settleSession: Statement
+  /// On this same connection: the writer's inserts, and in memory the delivery side's reads.
+  let outbox: OutboxDatabase
 
   init(_ connection: Connection) throws(StoreError) {
     self.connection = connection
     idempotency = try IdempotencyStatements(connection)
-    begin = try connection.prepare("BEGIN IMMEDIATE")
-    commitTransaction = try connection.prepare("COMMIT")
-    rollback = try connection.prepare("ROLLBACK")
+    transactions = try Transactions(connection)
+    outbox = OutboxDatabase(
+      statements: try OutboxStatements(connection), transactions: transactions)
+    // Only the row as the run or wait left it: a command stored since
+    // moved its revision on, and came first.
+    settleSession = try connection.prepare(
+      """
+      UPDATE sessions SET phase = ?2, duration = ?3, ends_at = ?4, remaining_ms = ?5,
+        finished_label = ?6, seq = ?7, revision = ?8, updated_at = ?9, started_at = ?11,
+        timeout_at = ?12, wait_label = ?13, outcome = ?14
+      WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting')
+      """)
     upsertSession = try connection.prepare(
       """
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
@@ -404,43 +467,39 @@ final class Database {
     )
   }
 
-  func commit(_ writes: [StoreWrite]) throws(StoreError) {
-    // A rollback that failed last time would make every BEGIN fail from now on.
-    if connection.inTransaction { try rollback.run() }
-    try begin.run()
-    do throws(StoreError) {
+  /// `writes`, and what the delivery side settled and retried, in one transaction.
+  func commit(
+    _ writes: [StoreWrite], settled: [Int64] = [], retries: [Int64: OutboxBook.RetryMark] = [:]
+  ) throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
+      try outbox.statements.store(settled: settled, retries: retries)
       for write in writes {
         switch write {
-        case .save(let session, let record, let keyHash, _):
+        case .save(let session, let record, let keyHash, _, let events):
           try upsertSession.run(Self.row(session, record, keyHash))
+          for event in events { try outbox.statements.record(event) }
         case .delete(let session):
           try deleteSession.run([.text(session)])
-        case .remember(let entry, let keyHash, _):
+        case .remember(let entry, let keyHash, _, let events):
           if case .applied(let record) = entry.answer {
             try upsertSession.run(Self.row(entry.session, record, keyHash))
           }
           try idempotency.remember(entry)
+          for event in events { try outbox.statements.record(event) }
+        case .finish(let session, let record, let event):
+          try settleSession.run(Self.row(session, record.settled(at: event.timestamp), nil))
+          if connection.changes > 0 { try outbox.statements.record(event) }
         }
       }
-      try commitTransaction.run()
-    } catch {
-      // SQLite ends some failed transactions by itself (SQLITE_FULL may).
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 
   func setAside(_ damaged: [(id: [UInt8], setAside: SetAside)], now: Int64) throws(StoreError) {
-    try begin.run()
-    do throws(StoreError) {
+    try transactions.run { () throws(StoreError) in
       for (id, entry) in damaged {
         try setAside.run([.text(entry.reason), .integer(now), .blob(id)])
         try deleteSetAside.run([.blob(id)])
       }
-      try commitTransaction.run()
-    } catch {
-      if connection.inTransaction { try? rollback.run() }
-      throw error
     }
   }
 

@@ -19,9 +19,11 @@
 ///   off) cannot be copied, so it is set aside there, as start-up would.
 /// - Version 5: `idempotency`, the first answer of each command sent with an
 ///   `Idempotency-Key`, kept a day (`SQLiteStore+Idempotency.swift`).
+/// - Version 6: `outbox`, the webhook events recorded with their changes and
+///   not yet delivered (`SQLiteStore+Outbox.swift`).
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 5
+  static let version: Int64 = 6
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -86,6 +88,7 @@ enum Schema {
     ALTER TABLE sessions_v4 RENAME TO sessions;
     """,
     IdempotencyStatements.createTable,
+    OutboxStatements.createTable,
   ]
 
   /// The columns `sessions` has from each version on: a file that lacks one

@@ -3,6 +3,7 @@ import LWSServer
 import Observability
 import RedisCluster
 import SQLiteStore
+import WebhookDelivery
 
 #if canImport(Glibc)
   import Glibc
@@ -93,8 +94,11 @@ final class App {
     // Every session's durable facts are loaded, and the deadline heap
     // rebuilt, before the listener opens.
     var sessions = openSessions()
+    var hubConfig = options.hub
+    // With webhooks on, every change is recorded with its event (the outbox).
+    hubConfig.recordsEvents = options.webhook.enabled
     let hub = Hub(
-      config: options.hub, epoch: sessions.epoch ?? Hub.randomEpoch(),
+      config: hubConfig, epoch: sessions.epoch ?? Hub.randomEpoch(),
       sequencer: sessions.cluster
         ?? LocalSequencer(store: sessions.store, answers: sessions.answers))
     sessions.cluster?.hub = hub
@@ -121,6 +125,8 @@ final class App {
     if let readyFile = options.readyFile {
       server.addReadinessCheck("ready_file") { access(readyFile, F_OK) == 0 }
     }
+    let deliverer = makeDeliverer(sessions, server: server)
+    deliverer?.start()
 
     do {
       try server.run { port in announce(port, server) }
@@ -129,6 +135,9 @@ final class App {
       log.flush()
       return 1
     }
+    // In-flight deliveries stay in the outbox, to be sent after a restart;
+    // the outbox may be the store's, so this comes before it closes.
+    deliverer?.stop()
     // Everything acknowledged is committed already; this commits what is still
     // queued (creations, deletions) and checkpoints the file.
     sessions.store?.close()
@@ -226,7 +235,9 @@ final class App {
       let redisClock = RedisClock(local: wallClock)
       let epoch = try RedisSequencer.prepare(
         redis, password: password, proposedEpoch: Hub.randomEpoch(), clock: redisClock)
-      let settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+      var settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
+      // Each command records its event in the events stream, in its own call.
+      settings.recordsEvents = options.webhook.enabled
       // hiredis runs on the service thread's loop, outside lws's callbacks:
       // its results change the hub at once, and the server pushes them.
       let cluster = RedisSequencer(settings: settings, clock: redisClock)
@@ -306,6 +317,49 @@ final class App {
     // A load balancer stops sending viewers to an instance that cannot reach Redis.
     server.addReadinessCheck("redis") { cluster.isConnected }
     server.metrics.register { collectClusterStats(cluster, into: &$0) }
+  }
+
+  // MARK: Webhooks
+
+  /// The deliverer, when `--webhook` is given, reading the outbox of the
+  /// store or the cluster on its own thread.
+  private func makeDeliverer(_ sessions: Sessions, server: CountdownServer) -> WebhookDeliverer? {
+    guard let settings = options.webhook.settings else { return nil }
+    guard let outbox = makeOutbox(sessions) else {
+      Self.fail("--webhook: this storage keeps no webhook outbox")
+    }
+    let clock = sessions.clock
+    let deliverer = WebhookDeliverer(
+      settings: settings, outbox: outbox, clock: { clock.nowMilliseconds() }, log: log)
+    // The writer thread wakes it after each commit that recorded an event.
+    sessions.store?.onEventsRecorded = { deliverer.wake() }
+    server.metrics.register { collectWebhookStats(deliverer.stats, into: &$0) }
+    sessions.cluster?.onEventsRecorded = { deliverer.wake() }
+    log.info(
+      "webhooks_on",
+      [
+        "endpoints": LogValue(settings.endpoints.map(\.description).joined(separator: ",")),
+        "events": LogValue(settings.events.description),
+      ])
+    return deliverer
+  }
+
+  /// Where events wait for delivery: the SQLite store's outbox table, or the
+  /// cluster's Redis stream. The recorder wakes the deliverer after a commit.
+  private func makeOutbox(_ sessions: Sessions) -> sending (any WebhookOutbox)? {
+    if let store = sessions.store { return store }
+    if let cluster = sessions.cluster { return streamOutbox(cluster) }
+    return nil
+  }
+
+  /// The cluster's: the events stream, read in the group under this
+  /// instance's name, on the delivery thread's own connection.
+  private func streamOutbox(_ cluster: RedisSequencer) -> sending StreamOutbox {
+    var settings = StreamOutbox.Settings(
+      address: cluster.settings.address, password: cluster.settings.password,
+      consumer: cluster.instance)
+    settings.claimAfterMs = Int64(options.testWebhookClaimMs)
+    return StreamOutbox(settings: settings, config: SessionConfig.Shared(options.hub.session))
   }
 
   private func registerMetrics(on server: CountdownServer, hub: Hub) {

@@ -4,6 +4,7 @@ struct OptionSpec: Sendable {
     case options = "OPTIONS"
     case limits = "LIMITS"
     case storage = "STORAGE"
+    case webhooks = "WEBHOOKS"
     case operating = "OPERATING"
     case testing = "TESTING"
   }

@@ -18,6 +18,9 @@ struct Options {
   var readyFile: String?
   /// Test only: this instance's wall clock runs this far ahead (ms).
   var testClockOffsetMs = 0
+  /// Test only: in a cluster, a webhook entry idle this long (its holder
+  /// taken for dead) is taken over by another instance (ms).
+  var testWebhookClaimMs = 30_000
   /// The SQLite file that keeps sessions across restarts; `:memory:` keeps none.
   var dataPath = "countdown.db"
   var sync = SyncMode.full
@@ -30,6 +33,7 @@ struct Options {
   var redisPasswordFile: String?
   /// The file `server.apiTokens` was read from (the tokens are never shown).
   var apiTokenFile: String?
+  var webhook = WebhookOptions()
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -132,6 +136,9 @@ struct Options {
       throw UsageError(
         message: "--redis needs --event-loop libev: hiredis runs on the server's libev loop")
     }
+    try options.checkWebhooks()
+    // Events are recorded with their changes only when something delivers them.
+    options.hub.recordsEvents = options.webhook.enabled
     return printConfig ? .printConfig(options) : .run(options)
   }
 
@@ -186,7 +193,10 @@ struct Options {
 }
 
 extension Options {
-  static let table: [OptionSpec] = [
+  /// Every option: these, then the webhook ones (WebhookOptions.swift).
+  static let table = serverTable + webhookTable
+
+  static let serverTable: [OptionSpec] = [
     .text(
       "--host", "ADDRESS", .options, \.server.host,
       help: "Address to listen on (default 127.0.0.1)."),
@@ -252,6 +262,18 @@ extension Options {
       },
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),
+    OptionSpec(
+      flag: "--frame-ancestors", valueName: "LIST", section: .limits,
+      help: "Comma-separated origins (https://a.example) or 'self'\n"
+        + "whose pages may show this page in an iframe (CSP\nframe-ancestors; no X-Frame-Options). Default: none.",
+      apply: { o, v, n throws(UsageError) in
+        do throws(FrameAncestors.ParseError) {
+          o.server.frameAncestors = try FrameAncestors(parsing: v)
+        } catch {
+          throw UsageError(message: "\(n) \(error.description)")
+        }
+      },
+      show: { $0.server.frameAncestors?.sources.joined(separator: ",") ?? "" }),
 
     OptionSpec(
       flag: "--api-token-file", valueName: "PATH", section: .limits,
@@ -371,6 +393,10 @@ extension Options {
       "--test-clock-offset-ms", "MS", .testing, -86_400_000...86_400_000, \.testClockOffsetMs,
       help: "Shift this instance's wall clock by MS (negative:\n"
         + "behind), as if its host's clock were off. Default 0."),
+    .integer(
+      "--test-webhook-claim-ms", "MS", .testing, 100...86_400_000, \.testWebhookClaimMs,
+      help: "In a cluster, take over a webhook event another\n"
+        + "instance has held idle for MS. Default 30000."),
   ]
 
   var forgetAfterSeconds: Int {

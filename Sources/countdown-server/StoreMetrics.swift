@@ -21,7 +21,7 @@ func collectStoreStats(_ stats: StoreStats, into writer: inout MetricsWriter) {
     ),
     (
       "countdown_store_writes_dropped_total", .counter,
-      "Creations and deletions dropped at twice --store-queue-limit uncommitted writes.",
+      "Creations, deletions and webhook finishes dropped at twice --store-queue-limit uncommitted writes.",
       Double(stats.writesDropped)
     ),
     (

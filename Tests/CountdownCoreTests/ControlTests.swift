@@ -386,7 +386,7 @@ final class RecordingStore: SessionStore {
   private var unfinished: [(Ticket, SessionRecord)] = []
 
   func write(_ write: StoreWrite) {
-    guard case .save(let session, let record, let keyHash, let ticket) = write else { return }
+    guard case .save(let session, let record, let keyHash, let ticket, _) = write else { return }
     saves.append((session, record, keyHash, ticket))
     if let ticket { unfinished.append((ticket, record)) }
   }

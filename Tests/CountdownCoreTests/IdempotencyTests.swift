@@ -12,13 +12,15 @@ final class HoldingStore: SessionStore {
   func write(_ write: StoreWrite) {
     writes.append(write)
     switch write {
-    case .save(_, _, _, .some), .remember: unfinished.append(write)
-    case .save, .delete: break
+    case .save(_, _, _, .some, _), .remember: unfinished.append(write)
+    case .save, .delete, .finish: break
     }
   }
 
+  var hasUnfinished: Bool { !unfinished.isEmpty }
+
   var remembered: [IdempotencyEntry] {
-    writes.compactMap { if case .remember(let entry, _, _) = $0 { entry } else { nil } }
+    writes.compactMap { if case .remember(let entry, _, _, _) = $0 { entry } else { nil } }
   }
 
   var waiting: Int { unfinished.count }
@@ -27,9 +29,9 @@ final class HoldingStore: SessionStore {
   func complete(_ hub: Hub, failing: Bool = false, now: Int64) {
     let write = unfinished.removeFirst()
     switch write {
-    case .save(_, let record, _, let ticket?):
+    case .save(_, let record, _, let ticket?, _):
       hub.complete(ticket, failing ? .unavailable("disk full") : .applied(record), now: now)
-    case .remember(let entry, _, let ticket):
+    case .remember(let entry, _, let ticket, _):
       hub.complete(ticket, failing ? .unavailable("disk full") : entry.answer.outcome, now: now)
     default:
       Issue.record("not a ticketed write: \(write)")
@@ -174,7 +176,7 @@ final class HoldingStore: SessionStore {
     hub.submit(
       .start(.seconds(30), finishedLabel: nil), idempotencyKey: "k", from: id, now: t0 + 10)
     #expect(store.writes.count == 2)
-    guard case .remember(let entry, _, _) = try #require(store.writes.last) else {
+    guard case .remember(let entry, _, _, _) = try #require(store.writes.last) else {
       Issue.record("not a remember write")
       return
     }

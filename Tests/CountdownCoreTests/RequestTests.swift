@@ -143,7 +143,8 @@ import Testing
       bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key(key), peer: "a",
       request: 2, now: t0)
     hub.command(
-      bytes(#"{"op":"pause"}"#), session: "s", authority: .key("0" + key.dropFirst()), peer: "a",
+      bytes(#"{"op":"pause"}"#), session: "s",
+      authority: .key((key.first == "0" ? "1" : "0") + key.dropFirst()), peer: "a",
       request: 3, now: t0)
     hub.command(
       bytes(#"{"op":"pause"}"#), session: "s", authority: .token(0), peer: "a", request: 4, now: t0)

@@ -20,6 +20,7 @@ import Testing
     #expect(WebhookEventType.of(.done, result: finished) == .finished)
     #expect(WebhookEventType.of(.fail, result: finished) == .finished)
     #expect(WebhookEventType.of(.rotateKey, result: running) == nil)
+    #expect(WebhookEventType.of(.rotateKey, result: finished) == nil)
   }
 
   /// The timestamp is the UTC time of the epoch ms, at both ends of the range a record may hold and on a leap day.

@@ -28,6 +28,26 @@ import Testing
     }
   }
 
+  /// A pipeline sends each value exactly, and answers each command in order,
+  /// an error reply among them without cutting the rest short.
+  @Test func pipelineIsBinarySafeAndInOrder() throws {
+    let client = try redis.blocking()
+    let commands = Self.values.enumerated().flatMap { index, value in
+      [["SET", "p\(index)", value], ["GET", "p\(index)"]]
+    }
+    let replies = try client.pipeline(commands + [["INCR", "p0"], ["STRLEN", "p1"]])
+    #expect(replies.count == commands.count + 2)
+    for (index, value) in Self.values.enumerated() {
+      #expect(replies[2 * index] == .status("OK"))
+      #expect(replies[2 * index + 1].text == value)
+    }
+    guard case .error = replies[commands.count] else {
+      Issue.record("INCR of text answered \(replies[commands.count])")
+      return
+    }
+    #expect(replies.last == .integer(Int64(Self.values[1].utf8.count)))
+  }
+
   /// Through the async connection the sequencer uses, on its loop.
   @Test func asyncCommandIsBinarySafe() throws {
     let loop = LibevLoop()

@@ -81,6 +81,8 @@ import Testing
       ("missing", "presented = 16,", ""),
       ("extra", "presented = 16,", "presented = 16, spare = 17,"),
       ("by number", "args[ARG.presented]", "args[16]"),
+      ("events renumbered", "events = 23", "events = 24"),
+      ("events read by number", "args[ARG.events]", "args[23]"),
       ("unknown name", "args[ARG.nonce]", "args[ARG.nonse]"),
       ("rule missing", "function RULES.pause(", "function RULES.hold("),
       ("table gone", "local ARG = {", "local SLOTS = {"),
@@ -100,14 +102,14 @@ import Testing
       .start(.until(1_700_000_060_000), finishedLabel: "fin"),
       base: SessionRecord.Fields(phase: .paused, duration: 9, remainingMs: 4000, revision: 3),
       session: "s", epoch: "E", channel: "c", deadline: 77, nonce: "n", presented: hash,
-      byToken: true, fingerprint: "start until 1700000060000 fin")
+      byToken: true, fingerprint: "start until 1700000060000 fin", events: true)
     #expect(arguments.count == CommandCall.Slot.allCases.count)
     let expected: [CommandCall.Slot: String] = [
       .epoch: "E", .channel: "c", .session: "s", .op: "start", .first: "until",
       .second: "1700000060000", .label: "fin", .phase: "paused", .duration: "9", .endsAt: "-",
       .remainingMs: "4000", .revision: "3", .baseLabel: "", .deadline: "77", .nonce: "n",
       .presented: hash.hex, .startedAt: "-", .timeoutAt: "-", .outcome: "", .baseWaitLabel: "",
-      .byToken: "1", .fingerprint: "start until 1700000060000 fin",
+      .byToken: "1", .fingerprint: "start until 1700000060000 fin", .events: "1",
     ]
     for slot in CommandCall.Slot.allCases {
       #expect(arguments[slot.index] == expected[slot], "\(slot)")

@@ -79,7 +79,9 @@ import Testing
   ]
 
   /// Every command on every phase: the function's record or error is
-  /// exactly `SessionRecord.applying`'s at the function's own time.
+  /// exactly `SessionRecord.applying`'s at the function's own time, and the
+  /// event it records (webhooks on) is the one the single server builds
+  /// from that record; a refusal records none.
   @Test func functionMirrorsSessionRecordApplying() throws {
     let redis = try RedisProcess()
     let client = try redis.blocking()
@@ -99,14 +101,16 @@ import Testing
       // A pause or adjust that would leave over 30 days is refused.
       for command in commands {
         cases += 1
-        try client.command(["DEL", "countdown:s:mirror"])
+        try client.command(["DEL", "countdown:s:mirror"] + RedisSequencer.eventsKeys)
         let reply = try client.command(
           [
-            "FCALL", RedisSequencer.function("command"), "3", "countdown:s:mirror",
+            "FCALL", RedisSequencer.function("command"), "6", "countdown:s:mirror",
             "countdown:epoch", "countdown:pos",
-          ]
+          ] + RedisSequencer.eventsKeys
             + CommandCall.arguments(
-              command, base: base.fields, session: "mirror", epoch: "E", channel: "countdown:test"))
+              command, base: base.fields, session: "mirror", epoch: "E", channel: "countdown:test",
+              events: true))
+        let recorded = try WebhookStreamTests.stream(client)
         let parts = reply.elements?.compactMap(\.text) ?? []
         let local = now()
         let expected = base.applying(command, at: local)
@@ -122,8 +126,17 @@ import Testing
           record = exact
           record.seq = got.seq
           #expect(got == record, "\(name), \(command)")
+          let config = WebhookStreamTests.config
+          let expected = WebhookEventType.of(command.op, result: record).map {
+            WebhookEvent($0, session: "mirror", record: record, at: at, config: config)
+          }
+          let events = recorded.compactMap { try? StreamEvent.event($0, config: config).get() }
+          #expect(events.count == recorded.count, "\(name), \(command): \(recorded)")
+          #expect(events.last == expected, "\(name), \(command)")
+          #expect(recorded.count == (expected == nil ? 0 : 1), "\(name), \(command)")
         case ("rejected", .failure(let code)):
           #expect(parts[1] == code.rawValue, "\(name), \(command)")
+          #expect(recorded.isEmpty, "\(name), \(command)")
         default:
           Issue.record("\(name), \(command): Redis says \(parts), Swift says \(expected)")
         }

@@ -172,15 +172,18 @@ final class Instance {
 
   init(
     _ redis: RedisProcess, loop: LibevLoop, epoch: String, control: ControlMode = .open,
-    timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000, heartbeatTTLMs: Int64 = 3000
+    timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000, heartbeatTTLMs: Int64 = 3000,
+    recordsEvents: Bool = false
   ) {
     var settings = RedisSequencer.Settings(address: redis.address, epoch: epoch)
+    settings.recordsEvents = recordsEvents
     settings.timeoutMs = timeoutMs
     settings.checkIntervalMs = checkIntervalMs
     settings.heartbeatTTLMs = heartbeatTTLMs
     sequencer = RedisSequencer(settings: settings)
     var config = HubConfig()
     config.control = control
+    config.recordsEvents = recordsEvents
     hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
     sequencer.hub = hub
     sequencer.start(on: loop)

@@ -9,7 +9,8 @@
 // program instead, so that mutations change values and sequences rather
 // than JSON syntax. Byte 0 picks the hub: bit 0 `--control key`, bit 1 a
 // generous rate limit, bit 2 a store that holds every write until the
-// program commits it (as SQLite does until its group commit). Then, until the
+// program commits it (as SQLite does until its group commit), bit 3 webhooks
+// on (each change and finish builds its event). Then, until the
 // input or the step budget runs out, one action per step (byte % 9):
 //
 //   0 join     session (a, b or c), the key it presents, the `since` it claims
@@ -127,7 +128,7 @@ private final class HeldStore: SessionStore {
   var held: [(session: String, record: SessionRecord, ticket: Ticket)] = []
 
   func write(_ write: StoreWrite) {
-    if case .save(let session, let record, _, let ticket?) = write {
+    if case .save(let session, let record, _, let ticket?, _) = write {
       held.append((session, record, ticket))
     }
   }
@@ -161,8 +162,9 @@ private final class World {
     // With the store, a refusal the hub does not count (the rate limit's)
     // would be taken for a queued command: the limit is then out of reach.
     let rate: Double = flags & 6 == 0 ? 20 : 10_000
+    // Webhooks on: every change and every finish builds its event on the way.
     hub = Hub(
-      config: HubConfig(commandsPerSecond: rate, control: control),
+      config: HubConfig(commandsPerSecond: rate, control: control, recordsEvents: flags & 8 != 0),
       epoch: "fuzz", sequencer: LocalSequencer(store: store))
   }
 

@@ -55,8 +55,16 @@ def test_help_exits_0_and_explains_every_flag():
         ["extra-positional"],
         ["--event-loop", "epoll"],
         ["--event-loop"],
+        ["--frame-ancestors", ""],
+        ["--frame-ancestors", "https://a.example https://b.example"],
+        ["--frame-ancestors", "https://a.example; script-src *"],
+        ["--frame-ancestors", "*"],
+        ["--frame-ancestors", "https://a.example/path"],
+        ["--frame-ancestors", "https://a.example:18446744073709551616"],
+        ["--frame-ancestors", "https://a.example\x01"],
+        ["--frame-ancestors", "https://" + "a" * 4096 + ".example"],
     ],
-    ids=lambda a: " ".join(a) or "none",
+    ids=lambda a: " ".join(a)[:60] or "none",
 )
 def test_bad_flag_exits_2_with_message(args):
     """A bad flag or value makes the server print a message on stderr and exit with 2,
