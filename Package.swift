@@ -7,6 +7,7 @@ let package = Package(
   platforms: [.macOS(.v12), .iOS(.v15), .tvOS(.v15), .watchOS(.v8)],
   products: [
     .executable(name: "countdown-server", targets: ["countdown-server"]),
+    .executable(name: "countdown", targets: ["countdown"]),
     // The Swift client (HTTP commands and SSE) for apps and the `countdown` CLI.
     .library(name: "CountdownClient", targets: ["CountdownClient"]),
   ],
@@ -83,6 +84,11 @@ let package = Package(
         "CountdownCore", "LWSServer", "Observability", "SQLiteStore", "RedisCluster",
         "WebhookDelivery",
       ]),
+    // The `countdown` command line: arguments, the one-line renderer, `run`'s child and
+    // signals. A library so its tests can reach it; the executable only calls it.
+    .target(name: "CountdownCLI", dependencies: ["CountdownClient"]),
+    .executableTarget(name: "countdown", dependencies: ["CountdownCLI"]),
+    .testTarget(name: "CountdownCLITests", dependencies: ["CountdownCLI", "CountdownClient"]),
     // What more than one test target needs (a seeded generator), kept once.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(name: "CountdownCoreTests", dependencies: ["CountdownCore", "TestSupport"]),
