@@ -17,7 +17,7 @@ import Observability
 ///   commands get `unavailable`, while running countdowns keep ticking.
 ///
 /// Runs on the loop's thread; its events go to `emit`.
-final class ChangeFeed {
+final class ChangeFeed: ClusterPart {
   /// Where loads, adoptions, key changes and staleness go (the hub).
   var emit: (ClusterEvent, Int64) -> Void = { _, _ in }
   /// The hub's key hash of a session, which a read settles in Redis.
@@ -37,17 +37,8 @@ final class ChangeFeed {
   private(set) var reconnects = 0
   private(set) var damagedRecords = 0
 
-  private let settings: RedisSequencer.Settings
-  private let channel: String
-  private let instance: String
-  /// This instance's own clock, and Redis's (see `RedisClock`).
-  private let clock: any WallClock
-  private let redisClock: RedisClock
-  private let commands: RedisConnection
   private let subscriber: RedisConnection
-  private let sessions: OpenSessions
   private let bulk: BulkWindow
-  private let log = Logger.shared
 
   private var subscribed = false
   /// A reply has come back on the commands connection since it (re)connected:
@@ -74,15 +65,11 @@ final class ChangeFeed {
     commands: RedisConnection, subscriber: RedisConnection, sessions: OpenSessions,
     bulk: BulkWindow
   ) {
-    self.settings = settings
-    self.channel = RedisSequencer.channel(settings.address)
-    self.instance = instance
-    self.redisClock = redisClock
-    self.clock = redisClock.local
-    self.commands = commands
     self.subscriber = subscriber
-    self.sessions = sessions
     self.bulk = bulk
+    super.init(
+      settings: settings, instance: instance, redisClock: redisClock, commands: commands,
+      sessions: sessions)
   }
 
   /// Both connections are up, the epoch agreed and the subscription

@@ -8,7 +8,7 @@ import Observability
 /// (`countdown_v3_resolve`) and answered applied, not applied, or unknown.
 ///
 /// Runs on the loop's thread; its events (`.completed`) go to `emit`.
-final class ClusterOrdering {
+final class ClusterOrdering: ClusterPart {
   /// Where completions go (the hub), with Redis's time.
   var emit: (ClusterEvent, Int64) -> Void = { _, _ in }
   /// Another instance made a new epoch: this one's sessions are another history.
@@ -26,14 +26,6 @@ final class ClusterOrdering {
   private(set) var lostRepliesNotApplied = 0
   private(set) var lostRepliesUnknown = 0
   private(set) var damagedRecords = 0
-
-  private let settings: RedisSequencer.Settings
-  private let channel: String
-  private let instance: String
-  private let redisClock: RedisClock
-  private let commands: RedisConnection
-  private let sessions: OpenSessions
-  private let log = Logger.shared
 
   /// Each command carries a nonce that the function keeps with the session,
   /// so that a command whose reply was lost can be looked up.
@@ -58,18 +50,6 @@ final class ClusterOrdering {
   private var lostReplies: [String: LostReply] = [:]
   private lazy var lostReplyTimer = LoopTimer(loop: commands.loop) { [unowned self] in
     giveUpLostReplies()
-  }
-
-  init(
-    settings: RedisSequencer.Settings, instance: String, redisClock: RedisClock,
-    commands: RedisConnection, sessions: OpenSessions
-  ) {
-    self.settings = settings
-    self.channel = RedisSequencer.channel(settings.address)
-    self.instance = instance
-    self.redisClock = redisClock
-    self.commands = commands
-    self.sessions = sessions
   }
 
   /// Commands waiting for their lost reply to be looked up.

@@ -14,7 +14,7 @@ import Observability
 ///   see it recounts the sessions it counted in.
 ///
 /// Runs on the loop's thread; its events (`.remoteViewers`) go to `emit`.
-final class ClusterPresence {
+final class ClusterPresence: ClusterPart {
   /// Where sums from elsewhere go (the hub), with Redis's time.
   var emit: (ClusterEvent, Int64) -> Void = { _, _ in }
   /// Whether Redis can be reached now (the change feed is live).
@@ -28,15 +28,7 @@ final class ClusterPresence {
   /// The viewer sums taken from Redis: what a session's 32-bit count can show.
   static let viewerSumRange = 0...Int(Int32.max)
 
-  private let settings: RedisSequencer.Settings
-  private let channel: String
-  private let instance: String
-  private let clock: any WallClock
-  private let redisClock: RedisClock
-  private let commands: RedisConnection
-  private let sessions: OpenSessions
   private let bulk: BulkWindow
-  private let log = Logger.shared
 
   private struct Count {
     /// Viewers here, as the hub last said.
@@ -64,14 +56,10 @@ final class ClusterPresence {
     settings: RedisSequencer.Settings, instance: String, redisClock: RedisClock,
     commands: RedisConnection, sessions: OpenSessions, bulk: BulkWindow
   ) {
-    self.settings = settings
-    self.channel = RedisSequencer.channel(settings.address)
-    self.instance = instance
-    self.redisClock = redisClock
-    self.clock = redisClock.local
-    self.commands = commands
-    self.sessions = sessions
     self.bulk = bulk
+    super.init(
+      settings: settings, instance: instance, redisClock: redisClock, commands: commands,
+      sessions: sessions)
   }
 
   func start() { timer.schedule(afterMs: settings.viewerIntervalMs) }
