@@ -79,14 +79,18 @@ public protocol CommandSequencer: AnyObject {
   /// A run elapsed or a wait timed out with no command (webhooks on): in
   /// `Hub.advance`, as a record durable only after its deadline is adopted,
   /// or while the server was down (`Hub.restore`). `record` is the running
-  /// or waiting record it finished from. A sequencer that records events
-  /// elsewhere (a cluster's function) ignores it.
-  func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent)
+  /// or waiting record it finished from, at `deadline`. The event is built
+  /// by a sequencer that records it here, with `config`; one that records
+  /// events elsewhere (a cluster's function) builds nothing.
+  func finishedByItself(
+    session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared)
 }
 
 extension CommandSequencer {
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {}
-  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {}
+  public func finishedByItself(
+    session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared
+  ) {}
 }
 
 /// Whether a session created here can be shown at once.

@@ -256,11 +256,9 @@ public final class Hub {
       heap.set(handle.index, to: machine.nextDeadline)
       // A deadline that passed while the server was down finished the run
       // then; the store's row still says running until this is recorded.
-      if config.recordsEvents,
-        let finish = WebhookEvent.finish(
-          of: session.record, session: session.id, by: now, config: sessionConfig)
-      {
-        sequencer.finishedByItself(session: session.id, record: session.record, event: finish)
+      if config.recordsEvents, let deadline = session.record.finishedByItself(by: now) {
+        sequencer.finishedByItself(
+          session: session.id, record: session.record, at: deadline, config: sessionConfig)
       }
     }
   }
@@ -601,7 +599,8 @@ public final class Hub {
       transition(handle) { $0.advance(now: now) }
       if let finish {
         sequencer.finishedByItself(
-          session: finish.event.session, record: finish.record, event: finish.event)
+          session: sessions[handle].id, record: finish.record, at: finish.deadline,
+          config: sessionConfig)
       }
     }
   }
@@ -612,23 +611,22 @@ public final class Hub {
   private func recordFinishOnAdoption(_ handle: SessionHandle, _ record: SessionRecord, now: Int64)
   {
     guard config.recordsEvents, sessions[handle].machine.revision == record.revision,
-      let finish = WebhookEvent.finish(
-        of: record, session: sessions[handle].id, by: now, config: sessionConfig)
+      let deadline = record.finishedByItself(by: now)
     else { return }
-    sequencer.finishedByItself(session: sessions[handle].id, record: record, event: finish)
+    sequencer.finishedByItself(
+      session: sessions[handle].id, record: record, at: deadline, config: sessionConfig)
   }
 
-  /// The finish `advance(now:)` is about to make of a run or wait, with the
-  /// record it finishes from, as the sequencer records it.
+  /// The finish `advance(now:)` is about to make of a run or wait: the
+  /// record it finishes from and its deadline. The event itself is the
+  /// sequencer's to build, only where it records one.
   private func finishDue(
     _ handle: SessionHandle, now: Int64
-  ) -> (record: SessionRecord, event: WebhookEvent)? {
+  ) -> (record: SessionRecord, deadline: Int64)? {
     let phase = sessions[handle].machine.phase
     guard phase == .running || phase == .waiting else { return nil }
     let record = sessions[handle].machine.record
-    return WebhookEvent.finish(
-      of: record, session: sessions[handle].id, by: now, config: sessionConfig
-    ).map { (record, $0) }
+    return record.finishedByItself(by: now).map { (record, $0) }
   }
 
   // MARK: The command path

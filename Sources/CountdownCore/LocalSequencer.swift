@@ -80,8 +80,13 @@ public final class LocalSequencer: CommandSequencer {
     return events
   }
 
-  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {
-    store?.write(.finish(session: session, record: record, event: event))
+  public func finishedByItself(
+    session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared
+  ) {
+    guard let store else { return }
+    let event = WebhookEvent(
+      .finished, session: session, record: record, at: deadline, config: config)
+    store.write(.finish(session: session, record: record, event: event))
   }
 
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {

@@ -294,7 +294,9 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   /// wakes the deliverer, which then calls it at the deadline rather than at
   /// its next poll. Every instance that has the session open does; the first
   /// call records the finish, the rest find nothing due.
-  public func finishedByItself(session: String, record: SessionRecord, event: WebhookEvent) {
+  public func finishedByItself(
+    session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared
+  ) {
     if settings.recordsEvents { onEventsRecorded?() }
   }
 
