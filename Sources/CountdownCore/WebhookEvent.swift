@@ -16,7 +16,11 @@ public enum WebhookEventType: String, CaseIterable, Sendable {
   public static func of(_ op: SessionCommand.Op, result: SessionRecord) -> WebhookEventType? {
     // A rotation on a finished session leaves it finished: no new finish.
     if op == .rotateKey { return nil }
-    if case .finished = result.status, op != .cancel { return .finished }
+    // A message or blackout on a finished session leaves it as it was: no new
+    // finish either (a deadline passed before it is its own finish event).
+    if case .finished = result.status, ![.cancel, .message, .blackout].contains(op) {
+      return .finished
+    }
     switch op {
     case .start: return .started
     case .pause: return .paused

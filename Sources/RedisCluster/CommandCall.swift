@@ -42,6 +42,18 @@ enum CommandCall {
     /// '1' when webhooks are on: the change is recorded in the events stream
     /// in the same call, and KEYS end with `RedisSequencer.eventsKeys`.
     case events
+    /// The rest of the caller's record: a run's options, a stopped finish's
+    /// time over, the presenter message and the blackout.
+    case overtime
+    case warnAtSeconds
+    case dangerAtSeconds
+    case overMs
+    case baseMessage
+    case blackout
+    /// A start's run options, as `options(of:)` gives them ('' for other ops).
+    case overtimeOption
+    case warnOption
+    case dangerOption
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -75,6 +87,7 @@ enum CommandCall {
     byToken: Bool = false, fingerprint: String = "", events: Bool = false
   ) -> [String] {
     let operands = operands(of: command)
+    let options = options(of: command)
     return Slot.allCases.map { slot in
       switch slot {
       case .epoch: epoch
@@ -101,6 +114,15 @@ enum CommandCall {
       case .byToken: byToken ? "1" : ""
       case .fingerprint: fingerprint
       case .events: events ? "1" : ""
+      case .overtime: base.overtime ? "1" : "0"
+      case .warnAtSeconds: base.warnAtSeconds.map(String.init) ?? "-"
+      case .dangerAtSeconds: base.dangerAtSeconds.map(String.init) ?? "-"
+      case .overMs: base.overMs.map(String.init) ?? "-"
+      case .baseMessage: base.message ?? ""
+      case .blackout: base.blackout ? "1" : "0"
+      case .overtimeOption: options.overtime
+      case .warnOption: options.warn
+      case .dangerOption: options.danger
       }
     }
   }
@@ -112,8 +134,9 @@ enum CommandCall {
     case .start(.seconds(let seconds), let label, _): ("seconds", String(seconds), label ?? "")
     case .start(.until(let deadline), let label, _): ("until", String(deadline), label ?? "")
     case .cancel, .pause, .resume, .stop: ("", "", "")
-    // A message is free text, so it goes where labels go; '' is none.
-    case .message(let text): ("", "", text ?? "")
+    // A message is free text, so it goes where labels go; '1' sets it, '' clears it
+    // (an empty text is refused, as in `applying`, not taken for a clear).
+    case .message(let text): (text == nil ? "" : "1", "", text ?? "")
     case .blackout(let on): (on ? "1" : "0", "", "")
     case .adjust(let seconds): (String(seconds), "", "")
     case .rotateKey(let hash): (hash.hex, "", "")
@@ -121,5 +144,17 @@ enum CommandCall {
       (timeoutSeconds.map(String.init) ?? "", timeoutLabel ?? "", label ?? "")
     case .done(let label), .fail(let label): ("", "", label ?? "")
     }
+  }
+
+  /// A start's run options as `RULES.start` takes them: overtime '1' or
+  /// '0', the warning and danger seconds ('' for none); '' for other ops.
+  static func options(of command: SessionCommand) -> (
+    overtime: String, warn: String, danger: String
+  ) {
+    guard case .start(_, _, let options) = command else { return ("", "", "") }
+    return (
+      options.overtime ? "1" : "0", options.warnAtSeconds.map(String.init) ?? "",
+      options.dangerAtSeconds.map(String.init) ?? ""
+    )
   }
 }

@@ -306,17 +306,11 @@ enum StreamEvent {
       return .failure(Damage(reason: "not a session id"))
     }
     if op == "finish" {
-      // The run or wait the deadline ended, at that deadline and no other.
+      // The run, overtime or wait the deadline ended, at that deadline and no other.
       guard let text = fields["at"], let at = Int64(text) else {
         return .failure(Damage(reason: "no finish time"))
       }
-      let deadline: Int64? =
-        switch record.status {
-        case .running(let endsAt): endsAt
-        case .waiting(_, let timeoutAt): timeoutAt
-        default: nil
-        }
-      guard let deadline, deadline == at else {
+      guard let deadline = record.selfFinishAt, deadline == at else {
         return .failure(Damage(reason: "a finish that is not its record's deadline"))
       }
       return .success(

@@ -8,9 +8,12 @@
 -- order, same error codes, same limits. RedisCluster embeds this file as
 -- FunctionLibrary.source, and a test fails when the two differ.
 --
--- The library's name and its functions' carry a version, so instances of
--- two releases can run side by side through a rolling upgrade, each calling
--- its own; the keys and the changes channel are shared.
+-- The library's name and its functions' carry a version. This release
+-- keeps countdown_v3's names but not its record: the hash's new fields
+-- (a run's overtime and levels, a finish's overMs, the message and
+-- blackout) and the record line's new tokens are unknown to the previous
+-- release, so instances of the two must not share a Redis (see
+-- docs/operating.md: no rolling upgrade across it).
 --
 -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter,
 -- 4 the session index (optional), 5 the command's idempotency hash (optional),
@@ -23,6 +26,13 @@ local SECONDS_MIN, SECONDS_MAX = 1, 86400
 local ADJUST_MIN, ADJUST_MAX = -86400, 86400
 local AHEAD_MIN, AHEAD_MAX = 1000, 2592000000
 local TIMEOUT_MIN, TIMEOUT_MAX = 1, 86400
+-- RunOptions' warning and danger times (seconds left), and
+-- SessionRecord.maxOvertimeMs: how long a run may stay in overtime before
+-- it finishes by itself (stopped), so an abandoned one cannot tick for ever.
+local LEVEL_MIN, LEVEL_MAX = 1, 86400
+local OVERTIME_MAX_MS = 86400000
+-- SessionRecord's longest presenter message, in Unicode scalars.
+local MESSAGE_MAX = 140
 -- SessionStateMachine.maxUnstoredPatchesPerSecond: what one instance may
 -- publish per second without a command (a tick and a viewer count).
 local PATCHES_PER_SECOND = 5
@@ -61,8 +71,12 @@ local EPOCH_MAX = 253402300799999
 local DURATION_MAX = 2147483647
 local COUNTER_MAX = 9007199254740991
 local LABEL_MAX = 64
-local PHASES = {idle = true, running = true, paused = true, finished = true, waiting = true}
-local OUTCOMES = {elapsed = true, done = true, failed = true, timeout = true}
+local PHASES = {
+  idle = true, running = true, paused = true, finished = true, waiting = true, overtime = true,
+}
+local OUTCOMES = {elapsed = true, done = true, failed = true, timeout = true, stopped = true}
+-- The phases a run is in, which alone hold its options (RunOptions).
+local IN_RUN = {running = true, paused = true, overtime = true}
 
 -- A whole number in decimal digits within lo..hi, else nil. tonumber alone
 -- would take '1e3', '0x10', ' 5', 'inf' and 'nan'.
@@ -74,12 +88,25 @@ local function integer(text, lo, hi)
   return n
 end
 
--- SessionRecord.isValidFinishedLabel: 1 to 64 characters, none of them a
--- control character (a NUL would cut C strings short on every viewer).
-local function is_label(text)
+-- 1 to `most` characters (Unicode scalars: bytes that start one), none of
+-- them a control character (a NUL would cut C strings short on every viewer).
+local function is_text(text, most)
   if type(text) ~= 'string' or #text == 0 or text:find('[%z\1-\31\127]') then return false end
   local _, characters = text:gsub('[^\128-\191]', '')
-  return characters <= LABEL_MAX
+  return characters <= most
+end
+
+-- SessionRecord.isValidFinishedLabel.
+local function is_label(text) return is_text(text, LABEL_MAX) end
+
+-- SessionRecord.isValidMessage: the presenter message, up to 140 characters.
+local function is_message(text) return is_text(text, MESSAGE_MAX) end
+
+-- A flag as the hash and the ARGV hold it: '1' or '0' (absent: false), else nil.
+local function flag(text)
+  if text == nil or text == '0' then return false end
+  if text == '1' then return true end
+  return nil
 end
 
 -- A key hash as the session hash stores it: 64 lower-case hex digits.
@@ -90,10 +117,13 @@ end
 -- A record from its fields as text (a session hash's, or a caller's), or
 -- nil and why it cannot be taken: SessionRecord.damage. Fields that only
 -- `open` writes (a creation time, a key hash) make an unstored record.
-local function parse(f)
+-- `caller`: the fields are a caller's record, written at some time up to
+-- f.updatedAt (now), not at it.
+local function parse(f, caller)
   local r = {
     phase = f.phase, label = f.label, key = f.key, stored = f.phase ~= nil,
     applied = f.applied, voided = f.voided, waitLabel = f.waitLabel, outcome = f.outcome,
+    message = f.message,
   }
   r.created = integer(f.created or '0', 0, EPOCH_MAX)
   if not r.created then return nil, 'created out of range' end
@@ -110,6 +140,35 @@ local function parse(f)
   if r.label ~= nil and not is_label(r.label) then return nil, 'label is not text' end
   if r.waitLabel ~= nil and not is_label(r.waitLabel) then return nil, 'waitLabel is not text' end
   if r.outcome ~= nil and not OUTCOMES[r.outcome] then return nil, 'unknown outcome' end
+  if r.message ~= nil and not is_message(r.message) then return nil, 'message is not text' end
+  r.blackout = flag(f.blackout)
+  if r.blackout == nil then return nil, 'blackout is not a flag' end
+  r.overtime = flag(f.overtime)
+  if r.overtime == nil then return nil, 'overtime is not a flag' end
+  if f.warnAtSeconds ~= nil then
+    r.warn = integer(f.warnAtSeconds, LEVEL_MIN, LEVEL_MAX)
+    if not r.warn then return nil, 'warnAtSeconds out of range' end
+  end
+  if f.dangerAtSeconds ~= nil then
+    r.danger = integer(f.dangerAtSeconds, LEVEL_MIN, LEVEL_MAX)
+    if not r.danger then return nil, 'dangerAtSeconds out of range' end
+  end
+  if r.warn and r.danger and r.danger >= r.warn then
+    return nil, 'dangerAtSeconds is not below warnAtSeconds'
+  end
+  if (r.overtime or r.warn or r.danger) and not IN_RUN[r.phase] then
+    return nil, 'only a run holds overtime, warnAtSeconds or dangerAtSeconds'
+  end
+  if r.phase == 'overtime' and not r.overtime then
+    return nil, 'an overtime record lacks its overtime option'
+  end
+  if f.overMs ~= nil then
+    r.overMs = integer(f.overMs, 0, OVERTIME_MAX_MS)
+    if not r.overMs then return nil, 'overMs out of range' end
+  end
+  if (r.overMs ~= nil) ~= (r.outcome == 'stopped') then
+    return nil, 'a stopped record, and only a stopped one, holds overMs'
+  end
   if f.startedAt ~= nil then
     r.startedAt = integer(f.startedAt, 0, EPOCH_MAX)
     if not r.startedAt then return nil, 'startedAt out of range' end
@@ -127,8 +186,9 @@ local function parse(f)
     if not r.remainingMs then return nil, 'remainingMs out of range' end
   end
   local running, paused = r.phase == 'running', r.phase == 'paused'
-  local waiting = r.phase == 'waiting'
-  if (r.endsAt ~= nil) ~= running or (r.remainingMs ~= nil) ~= paused
+  local waiting, over = r.phase == 'waiting', r.phase == 'overtime'
+  -- An overtime record keeps the deadline it passed, overSince, as endsAt.
+  if (r.endsAt ~= nil) ~= (running or over) or (r.remainingMs ~= nil) ~= paused
     or (r.startedAt ~= nil) ~= waiting or (r.timeoutAt ~= nil and not waiting)
     or (r.waitLabel ~= nil and not waiting) or (r.outcome ~= nil) ~= (r.phase == 'finished')
   then
@@ -149,6 +209,15 @@ local function parse(f)
   end
   if waiting and updated and r.startedAt > updated then
     return nil, 'startedAt is after updatedAt'
+  end
+  -- Overtime's deadline may be after the record's time, as a running one's
+  -- may (a run written before zero, settled since), or less than the
+  -- longest overtime before it: by then it would have finished by itself.
+  -- A caller's record may have been written long before now.
+  if over and updated and (r.endsAt - updated > AHEAD_MAX
+    or (not caller and updated - r.endsAt >= OVERTIME_MAX_MS))
+  then
+    return nil, 'overSince is more than 30 days after updatedAt or a day before it'
   end
   return r
 end
@@ -174,9 +243,10 @@ local function seq_floor(r, at)
   return math.min(floor, COUNTER_MAX)
 end
 
--- One line, the labels last since they may hold spaces: what the function
+-- One line, the texts last since they may hold spaces: what the function
 -- returns and publishes, and what RecordMessage parses. The wait label's
--- length in bytes (0: none) says where it ends and the other label begins.
+-- and the message's lengths in bytes (0: none) say where each ends; the
+-- finished label is the rest. Each text present follows one space.
 local function encode(epoch, pos, session, r, at)
   local line = table.concat({
     epoch, int(pos), session, int(r.revision), int(seq_floor(r, at)), r.phase,
@@ -184,8 +254,12 @@ local function encode(epoch, pos, session, r, at)
     r.remainingMs and int(r.remainingMs) or '-', int(at),
     r.startedAt and int(r.startedAt) or '-', r.timeoutAt and int(r.timeoutAt) or '-',
     r.outcome or '-', int(r.waitLabel and #r.waitLabel or 0),
+    r.overtime and '1' or '0', r.warn and int(r.warn) or '-', r.danger and int(r.danger) or '-',
+    r.overMs and int(r.overMs) or '-', r.blackout and '1' or '0',
+    int(r.message and #r.message or 0),
   }, ' ')
   if r.waitLabel then line = line .. ' ' .. r.waitLabel end
+  if r.message then line = line .. ' ' .. r.message end
   if r.label then line = line .. ' ' .. r.label end
   return line
 end
@@ -204,13 +278,27 @@ local function end_wait(r)
   r.waitLabel = nil
 end
 
+-- Leaves a run's times and options behind (RunOptions.none).
+local function end_run(r)
+  r.endsAt = nil
+  r.remainingMs = nil
+  r.overtime = false
+  r.warn = nil
+  r.danger = nil
+end
+
+-- A run or a wait holds the session: start and wait are busy.
+local function is_busy(r) return IN_RUN[r.phase] or r.phase == 'waiting' end
+
 -- The rules of each op, SessionRecord.applying's cases: each changes r and
 -- returns nil, or returns the error code. Keyed by the op names of
 -- SessionCommand.Op; a test fails when the two lists differ.
 local RULES = {}
 
-function RULES.start(r, a, b, label, at)
-  if r.phase == 'running' or r.phase == 'paused' or r.phase == 'waiting' then return 'busy' end
+-- o: the run's options, o.overtime '1' or '0' ('' for '0'), o.warn and
+-- o.danger seconds ('' for none).
+function RULES.start(r, a, b, label, at, o)
+  if is_busy(r) then return 'busy' end
   local endsAt
   if a == 'seconds' then
     local seconds = integer(b, SECONDS_MIN, SECONDS_MAX)
@@ -223,10 +311,24 @@ function RULES.start(r, a, b, label, at)
   else
     return 'bad_request'
   end
+  -- A caller that sends no options ('') asks for none.
+  local overtime, warn, danger = flag(o.overtime ~= '' and o.overtime or nil), nil, nil
+  if overtime == nil then return 'bad_request' end
+  if o.warn ~= '' then
+    warn = integer(o.warn, LEVEL_MIN, LEVEL_MAX)
+    if not warn then return 'bad_request' end
+  end
+  if o.danger ~= '' then
+    danger = integer(o.danger, LEVEL_MIN, LEVEL_MAX)
+    if not danger then return 'bad_request' end
+  end
+  if warn and danger and danger >= warn then return 'bad_request' end
   r.phase = 'running'
   r.outcome = nil
+  r.overMs = nil
   r.endsAt = endsAt
   r.remainingMs = nil
+  r.overtime, r.warn, r.danger = overtime, warn, danger
   r.duration = whole_seconds(endsAt - at)
   if label == '' then
     r.label = nil
@@ -238,13 +340,37 @@ function RULES.start(r, a, b, label, at)
 end
 
 function RULES.cancel(r)
-  if r.phase ~= 'running' and r.phase ~= 'paused' and r.phase ~= 'waiting' then
-    return 'not_running'
-  end
+  if not is_busy(r) then return 'not_running' end
   r.phase = 'idle'
-  r.endsAt = nil
-  r.remainingMs = nil
+  end_run(r)
   end_wait(r)
+end
+
+-- A run ends here, before or past zero: overMs is how far past.
+function RULES.stop(r, a, b, label, at)
+  if not IN_RUN[r.phase] then return 'not_running' end
+  -- A deadline after now (a record written before zero) is no time over.
+  r.overMs = r.phase == 'overtime' and math.max(0, at - r.endsAt) or 0
+  r.phase = 'finished'
+  r.outcome = 'stopped'
+  end_run(r)
+end
+
+-- a: '1' to set the message (label: its text), '' to clear it. Any phase.
+function RULES.message(r, a, b, label)
+  if a == '1' and is_message(label) then
+    r.message = label
+  elseif a == '' then
+    r.message = nil
+  else
+    return 'bad_request'
+  end
+end
+
+-- a: '1' on, '0' off. Any phase.
+function RULES.blackout(r, a)
+  if a ~= '1' and a ~= '0' then return 'bad_request' end
+  r.blackout = a == '1'
 end
 
 function RULES.pause(r, a, b, label, at)
@@ -262,22 +388,28 @@ function RULES.resume(r, a, b, label, at)
   r.remainingMs = nil
 end
 
+-- In overtime the deadline passed (overSince) moves: ahead of now the run
+-- counts down again; still behind, it stays overtime from the new one.
 function RULES.adjust(r, a, b, label, at)
-  if r.phase ~= 'running' and r.phase ~= 'paused' then return 'not_running' end
+  if not IN_RUN[r.phase] then return 'not_running' end
   local seconds = integer(a, ADJUST_MIN, ADJUST_MAX)
   if not seconds or seconds == 0 then return 'bad_request' end
   local left = (r.endsAt and (r.endsAt - at) or r.remainingMs) + seconds * 1000
-  if left > AHEAD_MAX then return 'bad_request' end
+  if left > AHEAD_MAX or -left >= OVERTIME_MAX_MS then return 'bad_request' end
   r.duration = math.min(DURATION_MAX, math.max(0, r.duration + seconds))
-  if left <= 0 then
+  if left <= 0 and r.overtime then
+    r.phase = 'overtime'
+    r.endsAt = at + left
+    r.remainingMs = nil
+  elseif left <= 0 then
     r.phase = 'finished'
     r.outcome = 'elapsed'
-    r.endsAt = nil
-    r.remainingMs = nil
-  elseif r.phase == 'running' then
-    r.endsAt = at + left
-  else
+    end_run(r)
+  elseif r.phase == 'paused' then
     r.remainingMs = left
+  else
+    r.phase = 'running'
+    r.endsAt = at + left
   end
 end
 
@@ -288,7 +420,7 @@ end
 
 -- a: timeoutSeconds ('' for none), b: the timeout's label, label: the wait's.
 function RULES.wait(r, a, b, label, at)
-  if r.phase == 'running' or r.phase == 'paused' or r.phase == 'waiting' then return 'busy' end
+  if is_busy(r) then return 'busy' end
   local shown, timeoutLabel = label_operand(label), label_operand(b)
   if shown == false or timeoutLabel == false then return 'bad_request' end
   local timeoutAt
@@ -299,6 +431,7 @@ function RULES.wait(r, a, b, label, at)
   end
   r.phase = 'waiting'
   r.outcome = nil
+  r.overMs = nil
   r.startedAt = at
   r.timeoutAt = timeoutAt
   r.duration = 0
@@ -321,21 +454,37 @@ function RULES.done(r, a, b, label) return end_waiting(r, label, 'done') end
 
 function RULES.fail(r, a, b, label) return end_waiting(r, label, 'failed') end
 
--- SessionRecord.applying: nil on success (r is changed), else the error code.
-local function apply(r, op, a, b, label, at)
-  if r.phase == 'running' and r.endsAt and r.endsAt <= at then
+-- SessionRecord.settled(at:): the record as it stands at `at`. A run past
+-- its deadline finishes (elapsed), or with overtime counts up from it; an
+-- overtime that has lasted OVERTIME_MAX_MS finishes (stopped) at that.
+local function settle(r, at)
+  if r.phase == 'running' and r.endsAt and r.endsAt <= at and r.overtime then
+    r.phase = 'overtime'
+  elseif r.phase == 'running' and r.endsAt and r.endsAt <= at then
     r.phase = 'finished'
     r.outcome = 'elapsed'
-    r.endsAt = nil
+    end_run(r)
+  end
+  if r.phase == 'overtime' and at - r.endsAt >= OVERTIME_MAX_MS then
+    r.phase = 'finished'
+    r.outcome = 'stopped'
+    r.overMs = OVERTIME_MAX_MS
+    end_run(r)
   elseif r.phase == 'waiting' and r.timeoutAt and r.timeoutAt <= at then
     -- Every instance derives the same end from the shared timeoutAt.
     r.phase = 'finished'
     r.outcome = 'timeout'
     end_wait(r)
   end
+end
+
+-- SessionRecord.applying: nil on success (r is changed), else the error code.
+-- o: the start's run options.
+local function apply(r, op, a, b, label, at, o)
+  settle(r, at)
   local rule = RULES[op]
   if not rule then return 'bad_request' end
-  local refused = rule(r, a, b, label, at)
+  local refused = rule(r, a, b, label, at, o)
   if refused then return refused end
   if r.revision >= COUNTER_MAX then return 'bad_request' end
   r.revision = r.revision + 1
@@ -380,6 +529,12 @@ local function write(key, r, at)
   if r.timeoutAt then table.insert(fields, 'timeoutAt'); table.insert(fields, int(r.timeoutAt)) end
   if r.outcome then table.insert(fields, 'outcome'); table.insert(fields, r.outcome) end
   if r.waitLabel then table.insert(fields, 'waitLabel'); table.insert(fields, r.waitLabel) end
+  if r.overtime then table.insert(fields, 'overtime'); table.insert(fields, '1') end
+  if r.warn then table.insert(fields, 'warnAtSeconds'); table.insert(fields, int(r.warn)) end
+  if r.danger then table.insert(fields, 'dangerAtSeconds'); table.insert(fields, int(r.danger)) end
+  if r.overMs then table.insert(fields, 'overMs'); table.insert(fields, int(r.overMs)) end
+  if r.message then table.insert(fields, 'message'); table.insert(fields, r.message) end
+  if r.blackout then table.insert(fields, 'blackout'); table.insert(fields, '1') end
   if r.key then table.insert(fields, 'key'); table.insert(fields, r.key) end
   if r.applied then table.insert(fields, 'applied'); table.insert(fields, r.applied) end
   if r.voided then table.insert(fields, 'voided'); table.insert(fields, r.voided) end
@@ -413,13 +568,20 @@ end
 -- then '1' when an API token authorised the command: it may command any
 -- session, and passes the key check without a key (an instance never sends
 -- a session's own hash back for it); then the command's fingerprint, kept
--- with an idempotency key's answer.
+-- with an idempotency key's answer; then '1' when webhooks are on (see
+-- EVENTS). Then the rest of the caller's record: a run's options (overtime
+-- '1' or '0', warnAtSeconds and dangerAtSeconds '-' for none), a stopped
+-- finish's overMs ('-'), the message ('' for none) and blackout ('1' or
+-- '0'); then a start's run options (overtime '1' or '0', the warning and
+-- danger seconds '' for none; all '' for other ops).
 local ARG = {
   epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
   phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
   deadline = 14, nonce = 15, presented = 16,
   startedAt = 17, timeoutAt = 18, outcome = 19, baseWaitLabel = 20, byToken = 21,
   fingerprint = 22, events = 23,
+  overtime = 24, warnAtSeconds = 25, dangerAtSeconds = 26, overMs = 27, baseMessage = 28,
+  blackout = 29, overtimeOption = 30, warnOption = 31, dangerOption = 32,
 }
 
 -- Webhooks' transactional outbox: with ARG.events = '1', the command's
@@ -456,11 +618,21 @@ local function settle_due(ev, session, at)
   return true
 end
 
+-- SessionRecord.selfFinishAt: when the record finishes by itself, if it
+-- does. A run with overtime reaches zero silently and finishes (stopped) a
+-- day after its deadline.
+local function self_finish_at(r)
+  if r.phase == 'running' and r.overtime then return r.endsAt + OVERTIME_MAX_MS end
+  if r.phase == 'running' then return r.endsAt end
+  if r.phase == 'overtime' then return r.endsAt + OVERTIME_MAX_MS end
+  if r.phase == 'waiting' then return r.timeoutAt end
+  return nil
+end
+
 -- After a change: the record's deadline (if any) replaces the session's
 -- last, and the change is recorded. A key rotation is no event.
 local function record_change(ev, session, op, r, line, at)
-  local deadline = (r.phase == 'running' and r.endsAt)
-    or (r.phase == 'waiting' and r.timeoutAt) or nil
+  local deadline = self_finish_at(r)
   if deadline then
     redis.call('ZADD', ev.deadlines, int(deadline), session)
     redis.call('HSET', ev.lines, session, line)
@@ -520,9 +692,15 @@ local function command(keys, args)
       timeoutAt = args[ARG.timeoutAt] ~= '-' and args[ARG.timeoutAt] or nil,
       outcome = args[ARG.outcome] ~= '' and args[ARG.outcome] or nil,
       waitLabel = args[ARG.baseWaitLabel] ~= '' and args[ARG.baseWaitLabel] or nil,
+      overtime = args[ARG.overtime],
+      warnAtSeconds = args[ARG.warnAtSeconds] ~= '-' and args[ARG.warnAtSeconds] or nil,
+      dangerAtSeconds = args[ARG.dangerAtSeconds] ~= '-' and args[ARG.dangerAtSeconds] or nil,
+      overMs = args[ARG.overMs] ~= '-' and args[ARG.overMs] or nil,
+      message = args[ARG.baseMessage] ~= '' and args[ARG.baseMessage] or nil,
+      blackout = args[ARG.blackout],
       -- The caller's record was written at or before now.
       updatedAt = int(at),
-    })
+    }, true)
     if not base or not base.stored then return {'rejected', 'bad_request'} end
     base.created = (r and r.created ~= 0 and r.created)
       or (f and integer(f.created, 1, EPOCH_MAX)) or at
@@ -555,7 +733,11 @@ local function command(keys, args)
   end
   -- A deadline passed before this command: its finish came first.
   if ev then settle_due(ev, session, at) end
-  local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at)
+  local options = {
+    overtime = args[ARG.overtimeOption] or '', warn = args[ARG.warnOption] or '',
+    danger = args[ARG.dangerOption] or '',
+  }
+  local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at, options)
   if refused then
     if idem and REMEMBERED[refused] then
       redis.call('HSET', idem, 'fingerprint', fingerprint, 'code', refused)
@@ -757,9 +939,11 @@ local function forget(keys, args)
   end
   redis.call('DEL', keys[2])
   local r = read(keys[1])
-  local ends = r and r.endsAt
-  local waits = r and r.phase == 'waiting' and not (r.timeoutAt and r.timeoutAt <= at)
-  if not (r and (r.phase == 'paused' or (r.phase == 'running' and ends > at) or waits)) then
+  -- What is still under way keeps its hash: a run (counting down or up) or
+  -- a wait, until it finishes by itself.
+  local ends = r and r.stored and self_finish_at(r)
+  if not (r and (r.phase == 'paused' or (ends and ends > at) or (r.phase == 'waiting' and not ends)))
+  then
     redis.call('DEL', keys[1])
     if keys[5] then redis.call('ZREM', keys[5], args[2]) end
   end

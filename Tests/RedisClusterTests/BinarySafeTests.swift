@@ -113,4 +113,32 @@ import Testing
       #expect(finished.finishedLabel == label && finished.waitLabel == nil)
     }
   }
+
+  /// The message is free text in the line too, between the wait label and
+  /// the finished label: with spaces anywhere, each of the three comes back
+  /// exactly, however many of them there are.
+  @Test func messageParsesApartFromTheLabels() throws {
+    let client = try redis.blocking()
+    try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
+    let messages = [
+      "Wrap up", " a  b ", " ", String(repeating: "🎉", count: 140), "倒計時 結束 Take questions",
+    ]
+    let labels: [(String?, String?)] = [
+      (nil, nil), ("a b  c", " x y "), (" ", nil), (nil, " "), ("é é", "🎉 🎉"),
+    ]
+    for (index, message) in messages.enumerated() {
+      for (other, (label, timeoutLabel)) in labels.enumerated() {
+        let session = "msg\(index)-\(other)"
+        #expect(try commandCall(client, session, .message(message)).first == "ok")
+        let reply = try commandCall(
+          client, session, .wait(label: label, timeoutSeconds: 60, timeoutLabel: timeoutLabel),
+          base: SessionRecord.Fields(revision: 1, message: message))
+        let record = try #require(try RecordMessage.parse(reply[1])?.record.get(), "\(reply)")
+        #expect(record.message == message, "\(reply)")
+        #expect(record.waitLabel == label && record.finishedLabel == timeoutLabel, "\(reply)")
+        let stored = try client.command(["HGET", RedisSequencer.sessionKey(session), "message"])
+        #expect(stored.text == message)
+      }
+    }
+  }
 }

@@ -91,6 +91,73 @@ extension SequencerTests {
     ),
   ]
 
+  /// Issue 20's fields, damaged: a run's options out of range, in the wrong
+  /// order or on what is no run, overtime without its deadline or option or
+  /// a day old, overMs where it does not belong, a message too long or with
+  /// NUL, a blackout that is no flag.
+  static let stageDamaged: [(String, [String])] = {
+    let run = ["phase", "running", "duration", "5", "endsAt", "1793440156403", "revision", "3"]
+    let idle = ["phase", "idle", "duration", "0", "revision", "3"]
+    let over = [
+      "phase", "overtime", "duration", "5", "revision", "3", "updatedAt", "1793440156403",
+    ]
+    return [
+      ("warnAtSeconds 0", run + ["warnAtSeconds", "0"]),
+      ("warnAtSeconds 86401", run + ["warnAtSeconds", "86401"]),
+      ("warnAtSeconds 2^64", run + ["warnAtSeconds", "18446744073709551616"]),
+      ("dangerAtSeconds -2^63", run + ["dangerAtSeconds", "-9223372036854775808"]),
+      ("dangerAtSeconds 1e400", run + ["dangerAtSeconds", "1e400"]),
+      ("dangerAtSeconds -0", run + ["dangerAtSeconds", "-0"]),
+      ("warn equals danger", run + ["warnAtSeconds", "30", "dangerAtSeconds", "30"]),
+      ("warn below danger", run + ["warnAtSeconds", "10", "dangerAtSeconds", "30"]),
+      ("levels while idle", idle + ["warnAtSeconds", "30"]),
+      ("overtime while idle", idle + ["overtime", "1"]),
+      ("overtime 2", run + ["overtime", "2"]),
+      ("overtime yes", run + ["overtime", "yes"]),
+      ("overtime without endsAt", over + ["overtime", "1"]),
+      ("overtime without its option", over + ["endsAt", "1793440150000"]),
+      (
+        "overtime a day before updatedAt",
+        over + ["overtime", "1", "endsAt", String(1_793_440_156_403 - 86_400_000)]
+      ),
+      (
+        "overtime 31 days after updatedAt",
+        over + ["overtime", "1", "endsAt", String(1_793_440_156_403 + 2_678_400_000)]
+      ),
+      (
+        "overtime with remainingMs",
+        over + ["overtime", "1", "endsAt", "1793440150000", "remainingMs", "5"]
+      ),
+      ("overMs on a run", run + ["overMs", "5"]),
+      (
+        "overMs on an elapsed finish",
+        idle + ["phase", "finished", "outcome", "elapsed", "overMs", "5"]
+      ),
+      ("stopped without overMs", idle + ["phase", "finished", "outcome", "stopped"]),
+      (
+        "overMs past a day",
+        idle + ["phase", "finished", "outcome", "stopped", "overMs", "86400001"]
+      ),
+      ("overMs -1", idle + ["phase", "finished", "outcome", "stopped", "overMs", "-1"]),
+      ("NUL message", idle + ["message", "a\u{0}b"]),
+      ("empty message", idle + ["message", ""]),
+      ("141-character message", idle + ["message", String(repeating: "é", count: 141)]),
+      ("4 KB message", idle + ["message", String(repeating: "x", count: 4096)]),
+      ("blackout 2", idle + ["blackout", "2"]),
+      ("blackout true", idle + ["blackout", "true"]),
+    ]
+  }()
+
+  /// A line of the layout before issue 20 with its new tokens (no overtime,
+  /// levels, overMs, blackout or message) put in after the wait label's
+  /// length, so that each stays damaged in the one way it was.
+  static func withStageTokens(_ line: String) -> String {
+    var parts = line.split(separator: " ", maxSplits: 14, omittingEmptySubsequences: false)
+    guard parts.count >= 14 else { return line }
+    parts.insert("0 - - - 0 0", at: 14)
+    return parts.joined(separator: " ")
+  }
+
   /// A viewer opening a damaged session gets a snapshot of a sound one (the
   /// hash reset, idle, its revision moved on), the damage is counted for the
   /// log, and a command there then works.
@@ -98,7 +165,7 @@ extension SequencerTests {
     let a = Instance(redis, loop: loop, epoch: epoch)
     waitFor(loop, "connected") { a.sequencer.isConnected }
     let client = try redis.blocking()
-    for (index, (name, fields)) in Self.damaged.enumerated() {
+    for (index, (name, fields)) in (Self.damaged + Self.stageDamaged).enumerated() {
       let session = "dmg\(index)"
       try client.command(["HSET", RedisSequencer.sessionKey(session)] + fields)
       let before = a.sequencer.stats.damagedRecords
@@ -130,7 +197,7 @@ extension SequencerTests {
   /// caller's own record at its next command (the reply says why).
   @Test func damagedHashIsReplacedByTheCommand() throws {
     let client = try redis.blocking()
-    for (name, fields) in Self.damaged where !name.hasPrefix("key") {
+    for (name, fields) in Self.damaged + Self.stageDamaged where !name.hasPrefix("key") {
       try client.command(["DEL", RedisSequencer.sessionKey("c")])
       try client.command(["HSET", RedisSequencer.sessionKey("c")] + fields)
       let base = SessionRecord.Fields(phase: .idle, duration: 5, revision: 7)
@@ -195,22 +262,42 @@ extension SequencerTests {
     }
     let client = try redis.blocking()
     let channel = RedisSequencer.channel(redis.address)
-    let lines = [
-      "\(epoch) 1 m 1 10 running 5 9000000000000000 - \(now()) - - - 0",
-      "\(epoch) 2 m 1 10 paused 5 - -7 \(now()) - - - 0",
-      "\(epoch) 3 m 1 10 running -5 \(now() + 5000) - \(now()) - - - 0",
-      "\(epoch) 4 m 1 10 finished 5 - - \(now()) - - elapsed 0 bad\u{0}label",
-      "\(epoch) 5 m 1 10 running 5 99999999999999999999 - \(now()) - - - 0",
-      "\(epoch) 6 m 1 10 waiting 0 - - \(now()) -9223372036854775809 - - 0",
-      "\(epoch) 7 m 1 10 waiting 0 - - \(now()) \(now()) \(now() + 10) - 0",
-      "\(epoch) 8 m 1 10 finished 0 - - \(now()) - - won 0",
-      "\(epoch) 9 m 1 10 finished 0 - - \(now()) - - - 0",
-      "\(epoch) 10 m 1 10 waiting 0 - - \(now()) \(now()) - - 99 short",
-      "\(epoch) 11 m 1 10 waiting 0 - - \(now()) \(now()) - - 3 abcdef",
-      "\(epoch) 12 m 1 10 waiting 0 - - \(now()) \(now()) - - 1 é",
-      "\(epoch) 13 m 1 10 running 5 \(now() + 5000) - \(now())",
-      "garbage",
+    let t = now()
+    let stage = "0 - - - 0 0"
+    // Issue 20's tokens, damaged: each line sound but for one of them.
+    let stageLines = [
+      "\(epoch) 14 m 1 10 running 5 \(t + 5000) - \(t) - - - 0 2 - - - 0 0",
+      "\(epoch) 15 m 1 10 running 5 \(t + 5000) - \(t) - - - 0 1 30 30 - 0 0",
+      "\(epoch) 16 m 1 10 running 5 \(t + 5000) - \(t) - - - 0 0 - - 5 0 0",
+      "\(epoch) 17 m 1 10 finished 5 - - \(t) - - stopped 0 \(stage)",
+      "\(epoch) 18 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 50 short",
+      "\(epoch) 19 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 3 a\u{0}b",
+      "\(epoch) 20 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 141 "
+        + String(repeating: "x", count: 141),
+      "\(epoch) 21 m 1 10 idle 0 - - \(t) - - - 0 0 - - - yes 0",
+      "\(epoch) 22 m 1 10 overtime 5 \(t - 1000) - \(t) - - - 0 \(stage)",
+      "\(epoch) 23 m 1 10 overtime 5 \(t - 86_400_000) - \(t) - - - 0 1 - - - 0 0",
+      "\(epoch) 24 m 1 10 running 5 \(t + 5000) - \(t) - - - 0 1 1e400 - - 0 0",
+      "\(epoch) 25 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 -1 x",
+      "\(epoch) 26 m 1 10 idle 0 - - \(t) - - - 1 0 - - - 0 1 xy",
     ]
+    let lines =
+      [
+        "\(epoch) 1 m 1 10 running 5 9000000000000000 - \(now()) - - - 0",
+        "\(epoch) 2 m 1 10 paused 5 - -7 \(now()) - - - 0",
+        "\(epoch) 3 m 1 10 running -5 \(now() + 5000) - \(now()) - - - 0",
+        "\(epoch) 4 m 1 10 finished 5 - - \(now()) - - elapsed 0 bad\u{0}label",
+        "\(epoch) 5 m 1 10 running 5 99999999999999999999 - \(now()) - - - 0",
+        "\(epoch) 6 m 1 10 waiting 0 - - \(now()) -9223372036854775809 - - 0",
+        "\(epoch) 7 m 1 10 waiting 0 - - \(now()) \(now()) \(now() + 10) - 0",
+        "\(epoch) 8 m 1 10 finished 0 - - \(now()) - - won 0",
+        "\(epoch) 9 m 1 10 finished 0 - - \(now()) - - - 0",
+        "\(epoch) 10 m 1 10 waiting 0 - - \(now()) \(now()) - - 99 short",
+        "\(epoch) 11 m 1 10 waiting 0 - - \(now()) \(now()) - - 3 abcdef",
+        "\(epoch) 12 m 1 10 waiting 0 - - \(now()) \(now()) - - 1 é",
+        "\(epoch) 13 m 1 10 running 5 \(now() + 5000) - \(now())",
+        "garbage",
+      ].map { Self.withStageTokens($0) } + stageLines
     let before = a.sequencer.stats.damagedRecords
     for line in lines { try client.command(["PUBLISH", channel, line]) }
     waitFor(loop, "every damaged message counted") {

@@ -11,12 +11,40 @@ import Testing
 @Suite(.serialized) struct DifferentialTests {
   static let seed: UInt64 = 0x5EED_16
   static let key = KeyHash(of: "the differential test's key")
-  static let cases = 3000
+  static let cases = 4000
   static let ahead = SessionRecord.aheadMsRange.upperBound
   static let epochMax = SessionRecord.epochMsRange.upperBound
 
   static func pick<T>(_ choices: [T], _ random: inout SeededRandom) -> T {
     choices[Int.random(in: 0..<choices.count, using: &random)]
+  }
+
+  static let day = SessionRecord.maxOvertimeMs
+
+  static let messages: [String?] = [
+    nil, "Wrap up", "倒計時 結束", String(repeating: "é", count: 140),
+    String(repeating: "🎉", count: 140),
+    "", "a\u{0}b", "line\nbreak", "del\u{7F}", String(repeating: "x", count: 141),
+    String(repeating: "y", count: 4096),
+  ]
+
+  /// Run options as a start may ask, heavy on the edges: valid ones, and
+  /// levels out of range or in the wrong order.
+  static func options(_ random: inout SeededRandom) -> RunOptions {
+    let seconds: [Int?] = [
+      nil, nil, Int.min, -1, 0, 1, 2, 30, 120, 86_399, 86_400, 86_401, Int.max,
+      Int.random(in: 1...86_400, using: &random),
+    ]
+    return RunOptions(
+      overtime: Bool.random(using: &random), warnAtSeconds: pick(seconds, &random),
+      dangerAtSeconds: pick(seconds, &random))
+  }
+
+  /// Options a run could hold (in range, danger below warn).
+  static func validOptions(_ random: inout SeededRandom) -> RunOptions {
+    var options = options(&random)
+    while !options.isValid { options = Self.options(&random) }
+    return options
   }
 
   static let labels: [String?] = [
@@ -44,6 +72,15 @@ import Testing
         &random),
       // Written now: the function takes a caller's record as written at its own time.
       updatedAt: t)
+    record.message = pick(
+      messages.filter { $0.map(SessionRecord.isValidMessage) ?? true }, &random)
+    record.blackout = Bool.random(using: &random)
+    if [.running, .paused, .overtime].contains(record.phase) {
+      let options = validOptions(&random)
+      record.overtime = options.overtime || record.phase == .overtime
+      record.warnAtSeconds = options.warnAtSeconds
+      record.dangerAtSeconds = options.dangerAtSeconds
+    }
     switch record.phase {
     case .running:
       record.endsAt = pick(
@@ -70,14 +107,26 @@ import Testing
       }
       record.waitLabel = pick(
         labels.filter { $0.map(SessionRecord.isValidFinishedLabel) ?? true }, &random)
+    case .overtime:
+      // A caller's overtime less than a day old; one older is taken (the
+      // function cannot know when the caller wrote it), see
+      // FunctionLibraryTests.
+      record.endsAt = pick(
+        [
+          t, t - 1, t - 999, t - 1000, t - 60_000, t - day + 5000, t + 5000,
+          Int64.random(in: (t - day + 5000)...t, using: &random),
+        ], &random)
     case .finished:
-      record.outcome = pick(Outcome.allCases.filter { $0 != .stopped }, &random)
-    case .idle, .overtime:
+      record.outcome = pick(Outcome.allCases, &random)
+      if record.outcome == .stopped {
+        record.overMs = pick([0, 1, 999, 60_000, day - 1, day], &random)
+      }
+    case .idle:
       break
     }
     if Int.random(in: 0..<12, using: &random) == 0 {
       // Out of range, one field at a time.
-      switch Int.random(in: 0..<9, using: &random) {
+      switch Int.random(in: 0..<16, using: &random) {
       case 0: record.duration = pick([-1, maxDuration + 1, Int.min], &random)
       case 1:
         record.finishedLabel = pick(
@@ -103,8 +152,48 @@ import Testing
       case 7:
         record.outcome = pick([nil, .done, .timeout], &random)
         record.waitLabel = pick([nil, "w"], &random)
-      default:
+      case 8:
         record.waitLabel = pick(["a\u{0}b", String(repeating: "y", count: 65)], &random)
+      case 9:
+        // Not "": the slot's '' stands for no message, as for the labels.
+        record.message = pick(
+          ["a\u{0}b", String(repeating: "x", count: 141), String(repeating: "y", count: 4096)],
+          &random)
+      case 10:
+        // Levels out of range or in the wrong order, on a run.
+        record.phase = pick([.running, .paused], &random)
+        record.endsAt = record.phase == .running ? t + 60_000 : nil
+        record.remainingMs = record.phase == .paused ? 60_000 : nil
+        record.warnAtSeconds = pick([0, -1, 86_401, Int.max, 30], &random)
+        record.dangerAtSeconds = pick([30, 31, 0, Int.min], &random)
+      case 11:
+        // A run's options on what is no run.
+        record.phase = pick([.idle, .finished, .waiting], &random)
+        record.overtime = true
+      case 12:
+        // Overtime with its deadline missing or out of reach.
+        record.phase = .overtime
+        record.overtime = true
+        record.endsAt = pick([nil, -1, t + ahead + 5000, Int64.max, Int64.min], &random)
+        record.remainingMs = nil
+      case 13:
+        // overMs where it does not belong, or a stopped finish without it.
+        record.phase = pick([.running, .finished], &random)
+        record.endsAt = record.phase == .running ? t + 60_000 : nil
+        record.remainingMs = nil
+        record.outcome = record.phase == .finished ? pick([.elapsed, .stopped], &random) : nil
+        record.overMs = record.outcome == .stopped ? pick([nil, -1, day + 1], &random) : 5
+      case 14:
+        record.phase = .overtime
+        record.overtime = true
+        record.endsAt = t - 1000
+        record.remainingMs = 1000
+      default:
+        // Overtime without its option.
+        record.phase = .overtime
+        record.overtime = false
+        record.endsAt = t - 1000
+        record.remainingMs = nil
       }
     }
     return record
@@ -112,7 +201,7 @@ import Testing
 
   static func command(at t: Int64, _ random: inout SeededRandom) -> SessionCommand {
     let label = pick(labels, &random)
-    switch Int.random(in: 0..<10, using: &random) {
+    switch Int.random(in: 0..<15, using: &random) {
     case 0:
       return .start(
         .seconds(
@@ -121,7 +210,7 @@ import Testing
               Int.min, -1, 0, 1, 59, 86_400, 86_401, Int.max,
               Int.random(in: 1...86_400, using: &random),
             ],
-            &random)), finishedLabel: label)
+            &random)), finishedLabel: label, options: options(&random))
     case 1:
       return .start(
         .until(
@@ -131,7 +220,7 @@ import Testing
               t + ahead - 5000,
               t + ahead + 5000, epochMax, epochMax + 1, Int64.max,
               Int64.random(in: (t + 2000)...(t + ahead - 2000), using: &random),
-            ], &random)), finishedLabel: label)
+            ], &random)), finishedLabel: label, options: options(&random))
     case 2: return .cancel
     case 3: return .pause
     case 4: return .resume
@@ -151,6 +240,10 @@ import Testing
         timeoutLabel: pick(labels, &random))
     case 7: return .done(label: label)
     case 8: return .fail(label: label)
+    case 9, 10: return .stop
+    case 11: return .message(pick(messages, &random))
+    case 12: return .blackout(Bool.random(using: &random))
+    case 13: return .adjust(seconds: pick([-86_400, -86_399, -1, 1, 60, 86_400], &random))
     default:
       return .rotateKey(KeyHash(of: String(random.next())))
     }
@@ -166,6 +259,8 @@ import Testing
     try client.command(["FUNCTION", "LOAD", "REPLACE", FunctionLibrary.source])
     var random = SeededRandom(seed: Self.seed)
     var outcomes: [String: Int] = [:]
+    var applied: Set<String> = []
+    var phasesApplied: Set<Phase> = []
     let started = now()
     for index in 0..<Self.cases {
       let t = now()
@@ -193,6 +288,8 @@ import Testing
           continue
         }
         expected.seq = got.seq
+        applied.insert(command.op.rawValue)
+        phasesApplied.insert(got.phase)
         #expect(got == expected, "\(what)")
         #expect(got.damage == nil, "\(what)")
       case "rejected":
@@ -211,6 +308,9 @@ import Testing
     // The generator reaches every outcome, not only refusals.
     #expect((outcomes["ok"] ?? 0) > Self.cases / 5, "\(outcomes)")
     #expect((outcomes["rejected"] ?? 0) > Self.cases / 5, "\(outcomes)")
+    // Every op applies somewhere, and every phase is reached.
+    #expect(applied == Set(SessionCommand.Op.allCases.map(\.rawValue)))
+    #expect(phasesApplied == Set(Phase.allCases))
     #expect(now() - started < 60_000)
   }
 }

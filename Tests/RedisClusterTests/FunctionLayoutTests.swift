@@ -83,6 +83,9 @@ import Testing
       ("by number", "args[ARG.presented]", "args[16]"),
       ("events renumbered", "events = 23", "events = 24"),
       ("events read by number", "args[ARG.events]", "args[23]"),
+      ("an option renumbered", "dangerOption = 32", "dangerOption = 31"),
+      ("a record slot missing", "baseMessage = 28,", ""),
+      ("a rule of a new op missing", "function RULES.blackout(", "function RULES.blank("),
       ("unknown name", "args[ARG.nonce]", "args[ARG.nonse]"),
       ("rule missing", "function RULES.pause(", "function RULES.hold("),
       ("table gone", "local ARG = {", "local SLOTS = {"),
@@ -99,8 +102,12 @@ import Testing
   @Test func argumentsFillTheirSlots() {
     let hash = KeyHash(of: "k")
     let arguments = CommandCall.arguments(
-      .start(.until(1_700_000_060_000), finishedLabel: "fin"),
-      base: SessionRecord.Fields(phase: .paused, duration: 9, remainingMs: 4000, revision: 3),
+      .start(
+        .until(1_700_000_060_000), finishedLabel: "fin",
+        options: RunOptions(overtime: true, warnAtSeconds: 120, dangerAtSeconds: 30)),
+      base: SessionRecord.Fields(
+        phase: .paused, duration: 9, remainingMs: 4000, revision: 3, overtime: true,
+        warnAtSeconds: 60, dangerAtSeconds: 10, message: "Wrap up", blackout: true),
       session: "s", epoch: "E", channel: "c", deadline: 77, nonce: "n", presented: hash,
       byToken: true, fingerprint: "start until 1700000060000 fin", events: true)
     #expect(arguments.count == CommandCall.Slot.allCases.count)
@@ -110,6 +117,9 @@ import Testing
       .remainingMs: "4000", .revision: "3", .baseLabel: "", .deadline: "77", .nonce: "n",
       .presented: hash.hex, .startedAt: "-", .timeoutAt: "-", .outcome: "", .baseWaitLabel: "",
       .byToken: "1", .fingerprint: "start until 1700000060000 fin", .events: "1",
+      .overtime: "1", .warnAtSeconds: "60", .dangerAtSeconds: "10", .overMs: "-",
+      .baseMessage: "Wrap up", .blackout: "1", .overtimeOption: "1", .warnOption: "120",
+      .dangerOption: "30",
     ]
     for slot in CommandCall.Slot.allCases {
       #expect(arguments[slot.index] == expected[slot], "\(slot)")
@@ -137,5 +147,37 @@ import Testing
     #expect(done[CommandCall.Slot.first.index] == "")
     #expect(done[CommandCall.Slot.outcome.index] == "timeout")
     #expect(done[CommandCall.Slot.startedAt.index] == "-")
+  }
+
+  /// The new ops' operands and a stopped base: a message's text goes where
+  /// labels go, marked set ('1') so an empty one is not taken for a clear;
+  /// a start without options still says so; other ops leave the options empty.
+  @Test func stageArgumentsFillTheirSlots() {
+    func call(_ command: SessionCommand, _ base: SessionRecord.Fields = .init()) -> [String] {
+      CommandCall.arguments(command, base: base, session: "s", epoch: "E", channel: "c")
+    }
+    func slots(_ arguments: [String], _ slots: [CommandCall.Slot]) -> [String] {
+      slots.map { arguments[$0.index] }
+    }
+    let operands: [CommandCall.Slot] = [.op, .first, .second, .label]
+    #expect(slots(call(.message("Wrap up")), operands) == ["message", "1", "", "Wrap up"])
+    #expect(slots(call(.message("")), operands) == ["message", "1", "", ""])
+    #expect(slots(call(.message(nil)), operands) == ["message", "", "", ""])
+    #expect(slots(call(.blackout(true)), operands) == ["blackout", "1", "", ""])
+    #expect(slots(call(.blackout(false)), operands) == ["blackout", "0", "", ""])
+    #expect(slots(call(.stop), operands) == ["stop", "", "", ""])
+    let options: [CommandCall.Slot] = [.overtimeOption, .warnOption, .dangerOption]
+    #expect(slots(call(.start(.seconds(5), finishedLabel: nil)), options) == ["0", "", ""])
+    #expect(
+      slots(
+        call(.start(.seconds(5), finishedLabel: nil, options: RunOptions(warnAtSeconds: 9))),
+        options) == ["0", "9", ""])
+    #expect(slots(call(.stop), options) == ["", "", ""])
+    let stopped = call(
+      .cancel, SessionRecord.Fields(phase: .finished, outcome: .stopped, overMs: 12_345))
+    #expect(
+      slots(stopped, [.outcome, .overMs, .overtime, .warnAtSeconds, .baseMessage, .blackout]) == [
+        "stopped", "12345", "0", "-", "", "0",
+      ])
   }
 }

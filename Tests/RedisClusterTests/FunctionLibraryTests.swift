@@ -56,6 +56,73 @@ import Testing
       ),
       ("done", SessionRecord(.finished(.done), finishedLabel: "ok", revision: 11)),
       ("timed out", SessionRecord(.finished(.timeout), revision: 12)),
+    ] + stageBases(at: t)
+  }
+
+  static let levels = RunOptions(overtime: true, warnAtSeconds: 30, dangerAtSeconds: 10)
+
+  /// Issue 20's records: runs with options, overtime (new, nearly a day old,
+  /// and past a day, which a caller's record may be), a stopped finish, and
+  /// a message and blackout kept on an idle session.
+  static func stageBases(at t: Int64) -> [(String, SessionRecord)] {
+    let day = SessionRecord.maxOvertimeMs
+    return [
+      (
+        "running with levels and overtime",
+        SessionRecord(.running(endsAt: t + 40_000), duration: 60, revision: 13, run: levels)
+      ),
+      (
+        "running into overtime",
+        SessionRecord(
+          .running(endsAt: t - 20_000), duration: 5, revision: 14,
+          run: RunOptions(overtime: true))
+      ),
+      (
+        "running past a day of overtime",
+        SessionRecord(
+          .running(endsAt: t - day - 5000), duration: 5, revision: 15, run: levels,
+          message: "Wrap up")
+      ),
+      (
+        "overtime",
+        SessionRecord(
+          .overtime(since: t - 30_000), duration: 60, finishedLabel: "fin", revision: 16,
+          updatedAt: t - 30_000, run: levels, blackout: true)
+      ),
+      (
+        "overtime nearly a day",
+        SessionRecord(
+          .overtime(since: t - day + 60_000), duration: 60, revision: 17, updatedAt: t - 1000,
+          run: RunOptions(overtime: true))
+      ),
+      (
+        "overtime past a day",
+        SessionRecord(
+          .overtime(since: t - day - 5000), duration: 60, revision: 18, updatedAt: t - day,
+          run: RunOptions(overtime: true, warnAtSeconds: 5))
+      ),
+      (
+        "paused with overtime",
+        SessionRecord(
+          .paused(remainingMs: 30_500), duration: 90, revision: 19,
+          run: RunOptions(overtime: true, warnAtSeconds: 20))
+      ),
+      (
+        "paused with levels",
+        SessionRecord(
+          .paused(remainingMs: 30_500), duration: 90, revision: 20,
+          run: RunOptions(warnAtSeconds: 60, dangerAtSeconds: 31))
+      ),
+      (
+        "stopped",
+        SessionRecord(
+          .finished(.stopped), duration: 60, revision: 21, overMs: 12_000, message: "Wrap up",
+          blackout: true)
+      ),
+      (
+        "idle with a message and blackout",
+        SessionRecord(revision: 22, message: "倒計時 結束 Take questions", blackout: true)
+      ),
     ]
   }
 
@@ -76,6 +143,27 @@ import Testing
     .wait(label: nil, timeoutSeconds: nil, timeoutLabel: String(repeating: "x", count: 65)),
     .done(label: nil), .done(label: "Deployed"), .fail(label: nil), .fail(label: "Deploy failed"),
     .done(label: "\u{7F}"), .fail(label: String(repeating: "🎉", count: 65)),
+    .stop, .message("Wrap up"), .message(nil), .message(""), .message("a\u{0}b"),
+    .message("line\nbreak"), .message("\u{7F}"), .message(String(repeating: "é", count: 140)),
+    .message(String(repeating: "🎉", count: 140)), .message(String(repeating: "x", count: 141)),
+    .message(String(repeating: "y", count: 4096)), .message(" spaced  out "),
+    .blackout(true), .blackout(false),
+    .start(.seconds(120), finishedLabel: "fin", options: levels),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(overtime: true)),
+    .start(
+      .seconds(60), finishedLabel: nil,
+      options: RunOptions(warnAtSeconds: 86_400, dangerAtSeconds: 86_399)),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(dangerAtSeconds: 1)),
+    .start(
+      .seconds(60), finishedLabel: nil, options: RunOptions(warnAtSeconds: 30, dangerAtSeconds: 30)),
+    .start(
+      .seconds(60), finishedLabel: nil, options: RunOptions(warnAtSeconds: 30, dangerAtSeconds: 31)),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(warnAtSeconds: 0)),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(warnAtSeconds: 86_401)),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(dangerAtSeconds: Int.max)),
+    .start(.seconds(60), finishedLabel: nil, options: RunOptions(warnAtSeconds: Int.min)),
+    .start(.seconds(0), finishedLabel: nil, options: levels),
+    .adjust(seconds: 20), .adjust(seconds: 29), .adjust(seconds: 31),
   ]
 
   /// Every command on every phase: the function's record or error is

@@ -165,6 +165,85 @@ import Testing
     #expect(score.flatMap { Double($0) }.map { Int64($0) } != endsAt)
   }
 
+  /// A run with overtime reaches zero silently: its deadline in the set is a
+  /// day past endsAt (`selfFinishAt`), and the overtime's cap, a day on,
+  /// is recorded once as a stopped finish stamped at that moment.
+  @Test func overtimeKeepsItsCapAsTheDeadline() throws {
+    let (redis, client) = try Self.loaded()
+    defer { withExtendedLifetime(redis) {} }
+    let run = try Self.record(
+      try Self.command(
+        client, "o",
+        .start(.seconds(1), finishedLabel: nil, options: RunOptions(overtime: true))))
+    let endsAt = try #require(run.endsAt)
+    func score(_ session: String) throws -> Int64? {
+      try client.command(["ZSCORE", RedisSequencer.deadlinesKey, session]).text
+        .flatMap { Double($0) }.map { Int64($0) }
+    }
+    #expect(try score("o") == endsAt + SessionRecord.maxOvertimeMs)
+    #expect(try score("o") == run.selfFinishAt)
+    try Self.awaitRedisTime(client, past: endsAt)
+    #expect(try Self.due(client) == 0)
+    // In overtime now; a message keeps the cap where it was.
+    let messaged = try Self.record(try Self.command(client, "o", .message("Wrap up")))
+    #expect(messaged.overSince == endsAt && messaged.message == "Wrap up")
+    #expect(try score("o") == endsAt + SessionRecord.maxOvertimeMs)
+    // A caller's overtime 1.5 s short of a day (Redis lost the hash): its cap
+    // comes within the test.
+    let t = try Self.redisNow(client)
+    let since = t - SessionRecord.maxOvertimeMs + 1500
+    let base = SessionRecord(
+      .overtime(since: since), duration: 60, revision: 4, updatedAt: t,
+      run: RunOptions(overtime: true))
+    let blackout = try Self.record(
+      try Self.command(client, "cap", .blackout(true), base: base.fields))
+    #expect(blackout.overSince == since && blackout.blackout)
+    let cap = since + SessionRecord.maxOvertimeMs
+    #expect(try score("cap") == cap)
+    try Self.awaitRedisTime(client, past: cap)
+    #expect(try Self.due(client) == 1)
+    #expect(try Self.due(client) == 0)
+    let entries = try Self.stream(client)
+    #expect(entries.map { $0["op"] } == ["start", "message", "blackout", "finish"])
+    let finish = try StreamEvent.event(entries[3], config: Self.config).get()
+    #expect(
+      finish
+        == WebhookEvent(.finished, session: "cap", record: blackout, at: cap, config: Self.config))
+    let body = String(decoding: finish.body, as: UTF8.self)
+    #expect(body.contains("\"outcome\":\"stopped\""), "\(body)")
+    #expect(body.contains("\"overMs\":86400000"), "\(body)")
+    #expect(try StreamEvent.event(entries[1], config: Self.config).get().type == .message)
+    #expect(try StreamEvent.event(entries[2], config: Self.config).get().type == .blackout)
+    // On the finished session a message is a message, not a second finish.
+    try Self.command(client, "cap", .message(nil))
+    let cleared = try #require(try Self.stream(client).last)
+    #expect(cleared["op"] == "message")
+    #expect(try StreamEvent.event(cleared, config: Self.config).get().type == .message)
+    // A finish entry at another moment than the record's cap is damage.
+    var moved = entries[3]
+    moved["at"] = String(cap - 1)
+    #expect(throws: StreamEvent.Damage.self) {
+      try StreamEvent.event(moved, config: Self.config).get()
+    }
+  }
+
+  /// A stop ends the run where it is: no deadline is left, and its event is
+  /// the stopped finish with the time over.
+  @Test func stopLeavesNoDeadline() throws {
+    let (redis, client) = try Self.loaded()
+    defer { withExtendedLifetime(redis) {} }
+    try Self.command(
+      client, "s", .start(.seconds(60), finishedLabel: nil, options: RunOptions(overtime: true)))
+    let stopped = try Self.record(try Self.command(client, "s", .stop))
+    #expect(stopped.outcome == .stopped && stopped.overMs == 0)
+    #expect(try client.command(["ZCARD", RedisSequencer.deadlinesKey]) == .integer(0))
+    let entries = try Self.stream(client)
+    #expect(entries.map { $0["op"] } == ["start", "stop"])
+    let event = try StreamEvent.event(entries[1], config: Self.config).get()
+    #expect(event.type == .finished)
+    #expect(String(decoding: event.body, as: UTF8.self).contains("\"outcome\":\"stopped\""))
+  }
+
   /// Two instances racing through `due` over many elapsed runs record each
   /// finish exactly once between them.
   @Test func racingDueRecordsEachFinishOnce() throws {
