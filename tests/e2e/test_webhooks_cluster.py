@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import hookkit
-from apikit import command
+from apikit import command, request
 from serverproc import PUBLIC_DIR, server_binary, start_server
 from test_cluster import REDIS_SERVER, Redis, redis  # noqa: F401 (redis: a fixture)
 
@@ -186,6 +186,47 @@ def test_a_run_that_ends_while_every_instance_is_down_is_sent_at_start(redis, re
         assert finish["data"]["session"] == "down"
     finally:
         again.stop_and_check()
+
+
+def test_stage_events_arrive_once_each_from_the_function(redis, receiver, secret_file):
+    """Issue 20's ops on the Redis path: a start with overtime on A, a message and a
+    blackout on B, and a stop on A each arrive once, typed session.started,
+    session.message, session.blackout and session.finished (outcome stopped, with the
+    time over). Reaching overtime is no event: the run crossed zero before the stop."""
+    a = instance(redis, receiver, secret_file)
+    b = instance(redis, receiver, secret_file)
+    try:
+        session = "stage-hook"
+        assert command(a, session, {"op": "start", "seconds": 1, "overtime": True, "warnAtSeconds": 1}).status == 200
+        assert command(b, session, {"op": "message", "text": "Wrap up"}).status == 200
+        assert command(b, session, {"op": "blackout", "on": True}).status == 200
+        # Past zero by Redis's clock, so the stop ends an overtime.
+        receiver.wait("the start", lambda: len(receiver.delivered()) >= 1)
+        ends_at = receiver.delivered()[0]["body"]["data"]["state"]["endsAt"]
+        while int(redis.command("TIME").split("\n")[0]) * 1000 <= ends_at + 1000:
+            time.sleep(0.05)
+        # The answer's stage fields are checked against openapi.json by test_api_stage.py;
+        # here what counts is the event.
+        stopped = request(a, "POST", f"/api/v1/sessions/{session}/commands", {"op": "stop"}, check=False)
+        assert stopped.status == 200, stopped.body
+        receiver.wait("4 deliveries", lambda: len(receiver.delivered()) >= 4)
+        wait_settled(redis)
+        delivered = receiver.delivered()
+        assert len(delivered) == 4 and len({r["id"] for r in delivered}) == 4, delivered
+        bodies = sorted((r["body"] for r in delivered), key=lambda body: body["data"]["seq"])
+        assert [body["type"] for body in bodies] == [
+            "session.started", "session.message", "session.blackout", "session.finished"]
+        started, message, blackout, finished = (body["data"] for body in bodies)
+        assert started["state"]["overtime"] is True and started["state"]["warnAtSeconds"] == 1
+        assert message["state"]["message"] == "Wrap up"
+        assert blackout["state"]["blackout"] is True and blackout["state"]["message"] == "Wrap up"
+        assert finished["outcome"] == "stopped", finished
+        assert finished["state"]["phase"] == "finished" and finished["state"]["overMs"] >= 1000, finished
+        assert finished["state"]["message"] == "Wrap up" and finished["state"]["blackout"] is True
+        assert receiver.rejected == []
+    finally:
+        a.stop_and_check()
+        b.stop_and_check()
 
 
 def test_the_claim_flag_is_bounded():
