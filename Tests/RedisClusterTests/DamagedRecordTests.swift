@@ -280,6 +280,8 @@ extension SequencerTests {
       "\(epoch) 24 m 1 10 running 5 \(t + 5000) - \(t) - - - 0 1 1e400 - - 0 0",
       "\(epoch) 25 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 -1 x",
       "\(epoch) 26 m 1 10 idle 0 - - \(t) - - - 1 0 - - - 0 1 xy",
+      "\(epoch) 27 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 1 é",
+      "\(epoch) 28 m 1 10 idle 0 - - \(t) - - - 0 0 - - - 0 2 ab\u{0}",
     ]
     let lines =
       [

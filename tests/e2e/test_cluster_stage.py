@@ -212,12 +212,12 @@ async def test_viewer_link_on_b_cannot_stop_message_or_blackout(session_id):
 
 
 @run_async
-async def test_overtime_message_and_blackout_outlive_every_instance(session_id):
+async def test_overtime_message_and_blackout_outlive_every_instance_and_redis(session_id):
     """A run that went into overtime, with a message and a blackout: both instances are
-    stopped and two new ones started; they find it in Redis still in overtime from the
-    same overSince, counting on (+k for k whole seconds since), with the message and
-    blackout kept."""
-    redis = Redis()
+    stopped, Redis is restarted from its append-only file, and two new instances
+    started; they find the run still in overtime from the same overSince, counting on
+    (+k for k whole seconds since), with its level times, message and blackout kept."""
+    redis = Redis(appendonly=True)
     first = [start_server("--redis", redis.url) for _ in range(2)]
     try:
         va = await Client.connect(first[0].ws_url(session_id), name="A")
@@ -230,6 +230,8 @@ async def test_overtime_message_and_blackout_outlive_every_instance(session_id):
     finally:
         for server in first:
             assert server.terminate() == 0
+    redis.stop()
+    redis.start()
     again = [start_server("--redis", redis.url) for _ in range(2)]
     try:
         for n, server in enumerate(again):
