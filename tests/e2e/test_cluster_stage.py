@@ -3,7 +3,7 @@ redis-server. The warning and danger levels turn in the tick patch of that secon
 both instances, overtime counts up from the same deadline on both (derived, no Redis
 traffic per tick), a stop's time over is the same everywhere, a presenter message and
 a blackout sent to one instance reach the other, a viewer link cannot use them in key
-mode, and all of it outlives a restart of every instance."""
+mode, and all of it outlives a restart of every instance and of Redis."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import asyncio
 import math
 import statistics
 
-from cdclient import Client, now_ms, run_async
+from cdclient import Client, run_async
 from serverproc import start_server
 from test_cluster import Redis, pair, pytestmark, redis  # noqa: F401 (fixtures; skips without redis-server)
 
-# What a patch may trail its moment by, on this shared machine, beyond what the
-# instance's plain ticks trail theirs: the level rides in the tick, so it is no later.
+# One frame at 60 Hz, and the most a tick may trail its moment on a loaded machine
+# (the level rides in a tick, so it is held to the instance's own ticks as well).
 FRAME_MS = 1000 / 60
 LOADED_SLACK_MS = 120
 # Arrivals are put on each instance's clock (see skew), which leaves the snapshot's own
