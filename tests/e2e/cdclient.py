@@ -24,8 +24,13 @@ SUBPROTOCOL = "countdown.v1"
 STATE_FIELDS = (
     "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers", "remainingMs",
     "stale", "startedAt", "timeoutAt", "outcome",
+    "level", "overSince", "overMs", "overtime", "warnAtSeconds", "dangerAtSeconds", "message", "blackout",
 )
-OUTCOMES = ("elapsed", "done", "failed", "timeout")
+OUTCOMES = ("elapsed", "done", "failed", "timeout", "stopped")
+LEVELS = ("normal", "warning", "danger", "over")
+#: The optional fields: a merge patch's null removes them, and a client reads that as null.
+NULLABLE = ("endsAt", "remainingMs", "startedAt", "timeoutAt", "outcome", "overSince", "overMs", "warnAtSeconds",
+            "dangerAtSeconds", "message")
 DEFAULT_TIMEOUT = 5.0
 
 
@@ -77,7 +82,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def norm_state(state: dict) -> dict:
     """A state as a client reads it: a missing optional field (a merge patch's null) means null."""
     out = dict(state)
-    for field in ("endsAt", "remainingMs", "startedAt", "timeoutAt", "outcome"):
+    for field in NULLABLE:
         out.setdefault(field, None)
     return out
 
@@ -90,7 +95,7 @@ def check_state_shape(state: dict) -> None:
     s = norm_state(state)
     missing = [f for f in STATE_FIELDS if f not in s]
     assert not missing, f"state lacks fields {missing}: {state}"
-    assert s["phase"] in ("idle", "running", "paused", "finished", "waiting"), s
+    assert s["phase"] in ("idle", "running", "paused", "finished", "waiting", "overtime"), s
     assert isinstance(s["spinner"], bool) and isinstance(s["enabled"], bool), s
     assert isinstance(s["stale"], bool), s
     assert isinstance(s["label"], str), s
@@ -110,10 +115,19 @@ def check_state_shape(state: dict) -> None:
     assert s["timeoutAt"] is None or (waiting and is_int(s["timeoutAt"]) and s["timeoutAt"] > s["startedAt"]), s
     if waiting:
         assert is_int(s["startedAt"]) and s["duration"] == 0, s
-    busy = s["phase"] in ("running", "waiting")
+    # The stage (issue 20): the level in every state, overtime's overSince, a stop's overMs.
+    overtime = s["phase"] == "overtime"
+    assert s["level"] in LEVELS and (s["level"] == "over") is overtime, s
+    assert (s["overSince"] is not None) is overtime, f"overSince only in overtime: {s}"
+    assert (s["overMs"] is not None) is (s["outcome"] == "stopped"), f"overMs only when stopped: {s}"
+    assert isinstance(s["overtime"], bool) and isinstance(s["blackout"], bool), s
+    assert s["message"] is None or isinstance(s["message"], str), s
+    if overtime:
+        assert s["overtime"] is True and s["label"].startswith("+") and s["remaining"] == 0, s
+    busy = s["phase"] in ("running", "waiting", "overtime")
     running = s["phase"] == "running"
-    assert s["spinner"] is busy, f"spinner must be true exactly while running or waiting: {s}"
-    assert s["enabled"] is (not busy), f"enabled must be false exactly while running or waiting: {s}"
+    assert s["spinner"] is busy, f"spinner must be true exactly while running, waiting or in overtime: {s}"
+    assert s["enabled"] is (not busy), f"enabled must be false exactly while running, waiting or in overtime: {s}"
     if running:
         assert s["endsAt"] is not None, s
         assert s["label"] == str(s["remaining"]), s
