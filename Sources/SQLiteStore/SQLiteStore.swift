@@ -630,7 +630,7 @@ final class Database {
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
       updatedAt: try integer(8, "updated_at"), startedAt: try optionalInteger(10, "started_at"),
       timeoutAt: try optionalInteger(11, "timeout_at"), waitLabel: waitLabel, outcome: outcome,
-      overtime: try flag(14, "overtime"), 
+      overtime: try flag(14, "overtime"),
       warnAtSeconds: try optionalInteger(15, "warn_at_seconds").map { Int($0) },
       dangerAtSeconds: try optionalInteger(16, "danger_at_seconds").map { Int($0) },
       overMs: try optionalInteger(17, "over_ms"), message: try optionalText(18, "message"),

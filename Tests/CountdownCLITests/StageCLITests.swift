@@ -1,8 +1,8 @@
-@testable import CountdownClient
 import Foundation
 import Testing
 
 @testable import CountdownCLI
+@testable import CountdownClient
 
 @Suite struct StageCLITests {
   private func parse(_ args: String...) throws(UsageError) -> Invocation {
@@ -61,8 +61,10 @@ import Testing
     #expect(refusal("start", "U", "--danger", "9223372036854775808")?.contains("whole") == true)
     #expect(refusal("start", "U", "--overtime=yes")?.contains("takes no value") == true)
     #expect(refusal("stop", "U", "--", "x")?.contains("after --") == true)
-    #expect(try parse("start", "U", "--warn", "-0").action
-      == .start(seconds: nil, until: nil, finishLabel: nil, options: StartOptions(warnAtSeconds: 0)))
+    #expect(
+      try parse("start", "U", "--warn", "-0").action
+        == .start(
+          seconds: nil, until: nil, finishLabel: nil, options: StartOptions(warnAtSeconds: 0)))
   }
 
   /// The watch line says the level in words and in its colour, the message quoted and the

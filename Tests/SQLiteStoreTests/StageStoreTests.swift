@@ -62,8 +62,8 @@ import Testing
     INSERT INTO sessions VALUES ('over', 'finished', 60, NULL, NULL, 'Bye', 9, 5, 1796021000000, NULL, NULL, NULL, NULL, 'elapsed');
     INSERT INTO sessions VALUES ('deploy', 'waiting', 0, NULL, NULL, 'Deploy timed out', 7, 4, 1796021000000, NULL, 1796021000000, 1796021900000, 'Deploying', NULL);
     INSERT INTO sessions VALUES ('keyed', 'idle', 0, NULL, NULL, NULL, 1, 1, 1796021000000, x'\(String(repeating: "ab", count: 32))', NULL, NULL, NULL, NULL);
-    INSERT INTO idempotency VALUES ('talk', 'k1', 'f1', NULL, 'running', 2400, 1796024364226, NULL, 'Time!', 12, 3, 1796021964226, NULL, NULL, NULL, NULL, 1796021964226);
-    INSERT INTO idempotency VALUES ('talk', 'k2', 'f2', 'busy', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1796021964300);
+    INSERT INTO idempotency VALUES ('talk', 'k1', 'start seconds 2400 Time!', NULL, 'running', 2400, 1796024364226, NULL, 'Time!', 12, 3, 1796021964226, NULL, NULL, NULL, NULL, 1796021964226);
+    INSERT INTO idempotency VALUES ('talk', 'k2', 'cancel', 'not_running', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1796021964300);
     INSERT INTO outbox (event_id, type, session, seq, at, body) VALUES ('evt_1', 'session.started', 'talk', 12, 1796021964226, x'7b7d');
     PRAGMA user_version = 6;
     """
@@ -195,11 +195,16 @@ import Testing
     ("warn-real", "'running', 60, 61000, NULL, NULL, 0, 1e400, NULL, NULL, NULL, 0", "holds real"),
     ("warn-text", "'running', 60, 61000, NULL, NULL, 0, 'soon', NULL, NULL, NULL, 0", "holds text"),
     ("levels-idle", "'idle', 0, NULL, NULL, NULL, 0, 120, NULL, NULL, NULL, 0", "only a running"),
-    ("overtime-idle", "'idle', 0, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, 0", "only a running"),
+    (
+      "overtime-idle", "'idle', 0, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, 0", "only a running"
+    ),
     ("overtime-2", "'running', 60, 61000, NULL, NULL, 2, NULL, NULL, NULL, NULL, 0", "not 0 or 1"),
     // INTEGER affinity turns 1.0 and '120' into integers; 1.5 and 'soon' stay as they are.
     ("overtime-real", "'running', 60, 61000, NULL, NULL, 1.5, NULL, NULL, NULL, NULL, 0", "real"),
-    ("overtime-off", "'overtime', 60, 1000, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0", "overtime on"),
+    (
+      "overtime-off", "'overtime', 60, 1000, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0",
+      "overtime on"
+    ),
     (
       "overtime-no-since", "'overtime', 60, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, 0",
       "needs endsAt"
@@ -259,7 +264,9 @@ import Testing
     ),
     ("blackout-2", "'idle', 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 2", "not 0 or 1"),
     ("blackout-neg", "'idle', 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, -1", "not 0 or 1"),
-    ("blackout-text", "'idle', 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 'yes'", "holds text"),
+    (
+      "blackout-text", "'idle', 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 'yes'", "holds text"
+    ),
   ]
 
   static let good = SessionRecord(
@@ -329,7 +336,9 @@ import Testing
     let fixture = try Fixture()
     defer { fixture.finish() }
     let entry = IdempotencyEntry(
-      session: "talk", key: "retry-1", fingerprint: "f", answer: .applied(Self.good), at: 1000)
+      session: "talk", key: "retry-1",
+      fingerprint: SessionCommand.message("Wrap up").fingerprint, answer: .applied(Self.good),
+      at: 1000)
     fixture.store.write(.remember(entry, keyHash: nil, ticket: Ticket(1)))
     _ = fixture.completions.wait(for: 1)
     fixture.store.close()
