@@ -13,10 +13,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from websockets.asyncio.client import connect as ws_connect
 
-from cdclient import SUBPROTOCOL, Client, norm_state, now_ms, run_async
+from cdclient import Client, norm_state, now_ms, run_async
 from serverproc import start_server
+from test_cluster_clock import clock_offset
 
 #: One frame at 60 Hz: how much later than the plain ticks a level tick may arrive.
 FRAME_MS = 1000 / 60
@@ -39,28 +39,6 @@ def data_dir():
     d = tempfile.mkdtemp(prefix="countdown-stage-")
     yield Path(d)
     shutil.rmtree(d, ignore_errors=True)
-
-
-async def server_offset(srv) -> float:
-    """The server's clock minus ours, in ms, from the pong with the shortest round trip on
-    a connection of its own (another session, so no viewer patch reaches the tests')."""
-    async with ws_connect(srv.ws_url(sid("clock")), subprotocols=[SUBPROTOCOL], proxy=None,
-                          ping_interval=None) as ws:
-        json.loads(await ws.recv())
-        best: tuple[float, float] | None = None
-        for _ in range(8):
-            sent = now_ms()
-            await ws.send(json.dumps({"op": "ping", "t": sent}))
-            while True:
-                msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
-                if msg["type"] == "pong":
-                    break
-            back = now_ms()
-            rtt = back - sent
-            if best is None or rtt < best[0]:
-                best = (rtt, msg["serverTime"] - (sent + back) / 2)
-        assert best is not None
-        return best[1]
 
 
 def patch_arrivals(c: Client, since: int) -> list[tuple[float, dict]]:
@@ -89,7 +67,7 @@ async def test_levels_turn_in_the_tick_patch_of_their_moment(stage):
     """The patch that first says warning is the tick showing warnAtSeconds, the one that
     first says danger the tick showing dangerAtSeconds; each arrives (in the server's clock)
     no earlier than its moment and at most a frame later than the plain ticks arrive late."""
-    offset = await server_offset(stage)
+    offset = await clock_offset(stage, sid("clock"))
     c = await Client.connect(stage.ws_url(sid()))
     mark = len(c.log)
     await c.command({"op": "start", "seconds": 6, "warnAtSeconds": 4, "dangerAtSeconds": 2})
@@ -148,7 +126,7 @@ async def test_overtime_counts_up_from_over_since(stage):
     """At zero the phase becomes overtime with overSince at the deadline and the spinner
     on; the label counts +0, +1, +2, each tick no earlier than overSince + k s; stop
     finishes it as stopped with the time over in overMs."""
-    offset = await server_offset(stage)
+    offset = await clock_offset(stage, sid("clock"))
     c = await Client.connect(stage.ws_url(sid()))
     viewer = await Client.connect(stage.ws_url(c.snapshot["session"]))
     await c.command({"op": "start", "seconds": 1, "overtime": True, "finishedLabel": "Time!"})
