@@ -46,9 +46,13 @@ def patch_arrivals(c: Client, since: int) -> list[tuple[float, dict]]:
     return [(t, m["patch"]) for t, m in c.log[since:] if m["type"] == "patch"]
 
 
-def own(patch: dict) -> dict:
-    """A patch less the viewer count, which may ride along in any patch."""
-    return {k: v for k, v in patch.items() if k != "viewers"}
+async def changed(c: Client, cmd: dict) -> dict:
+    """What the command changed in the client's state, less the viewer count: a patch may
+    carry unchanged fields and the viewer count along (docs/protocol.md)."""
+    before = norm_state(c.state)
+    await c.command(cmd)
+    after = norm_state(c.state)
+    return {k: v for k, v in after.items() if k != "viewers" and before.get(k) != v}
 
 
 def over_label(seconds: int) -> str:
@@ -109,7 +113,7 @@ async def test_a_late_joiner_and_a_pause_keep_the_level(stage):
     assert late.snapshot["state"]["level"] == "warning", late.snapshot
     assert late.snapshot["state"]["dangerAtSeconds"] is None, late.snapshot
     patch, _ = await c.command({"op": "pause"})
-    assert c.state["level"] == "warning" and "level" not in patch, patch
+    assert c.state["level"] == "warning" and patch.get("level", "warning") == "warning", patch
     patch, _ = await c.command({"op": "adjust", "seconds": 60})
     assert patch["level"] == "normal", patch
     patch, _ = await c.command({"op": "adjust", "seconds": -60})
@@ -170,7 +174,7 @@ async def test_adjust_in_overtime_moves_the_deadline(stage):
     await c.command({"op": "start", "seconds": 1, "overtime": True})
     first = (await c.wait_phase("overtime", timeout=3))["overSince"]
     patch, _ = await c.command({"op": "adjust", "seconds": -65})
-    assert patch["overSince"] == first - 65_000 and "phase" not in patch, patch
+    assert patch["overSince"] == first - 65_000 and patch.get("phase", "overtime") == "overtime", patch
     assert c.state["phase"] == "overtime" and c.state["label"] in (over_label(65), over_label(66)), c.state
     await c.command({"op": "adjust", "seconds": -3600})
     assert c.state["label"] in (over_label(3665), over_label(3666)), c.state
@@ -229,10 +233,8 @@ async def test_message_and_blackout_set_clear_and_outlive_runs(stage):
     c = await Client.connect(stage.ws_url(sid()))
     assert c.snapshot["state"]["message"] is None and c.snapshot["state"]["blackout"] is False
     viewer = await Client.connect(stage.ws_url(c.snapshot["session"]))
-    patch, _ = await c.command({"op": "message", "text": "Wrap up"})
-    assert own(patch) == {"message": "Wrap up"}, patch
-    patch, _ = await c.command({"op": "blackout", "on": True})
-    assert own(patch) == {"blackout": True}, patch
+    assert await changed(c, {"op": "message", "text": "Wrap up"}) == {"message": "Wrap up"}
+    assert await changed(c, {"op": "blackout", "on": True}) == {"blackout": True}
     seen = await viewer.wait_state(lambda s: s["blackout"] is True)
     assert seen["message"] == "Wrap up", seen
     await c.command({"op": "start", "seconds": 1})
@@ -242,14 +244,10 @@ async def test_message_and_blackout_set_clear_and_outlive_runs(stage):
     assert c.state["message"] == "Wrap up" and c.state["blackout"] is True, c.state
     # 140 scalars of four UTF-8 bytes each, and text that is not ASCII, are messages.
     longest = "\U0001F600" * 140
-    patch, _ = await c.command({"op": "message", "text": longest})
-    assert own(patch) == {"message": longest}, patch
-    patch, _ = await c.command({"op": "message", "text": "Fragen? 質問"})
-    assert own(patch) == {"message": "Fragen? 質問"}, patch
-    patch, _ = await c.command({"op": "message", "text": None})
-    assert own(patch) == {"message": None}, patch
-    patch, _ = await c.command({"op": "blackout", "on": False})
-    assert own(patch) == {"blackout": False}, patch
+    assert await changed(c, {"op": "message", "text": longest}) == {"message": longest}
+    assert await changed(c, {"op": "message", "text": "Fragen? 質問"}) == {"message": "Fragen? 質問"}
+    assert await changed(c, {"op": "message", "text": None}) == {"message": None}
+    assert await changed(c, {"op": "blackout", "on": False}) == {"blackout": False}
     seen = await viewer.wait_state(lambda s: s["blackout"] is False and s["message"] is None)
     late = await Client.connect(stage.ws_url(c.snapshot["session"]))
     assert late.snapshot["state"]["message"] is None and late.snapshot["state"]["blackout"] is False
