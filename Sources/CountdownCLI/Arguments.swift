@@ -48,8 +48,8 @@ public let usageText = """
     watch URL [--exit-on-finish]          show the session live
     start URL [--seconds N | --until HH:MM] [--finish-label TEXT]
               [--overtime] [--warn S] [--danger S]
-                                          count into overtime at zero; turn yellow
-                                          with S seconds left, red with S
+                                          --overtime counts on past zero; the level
+                                          turns warning, then danger, S s before it
     stop URL                              end the run (or its overtime): stopped
     message URL TEXT | message URL --clear
                                           show TEXT on every screen (-- TEXT if it
