@@ -330,6 +330,45 @@ import Testing
     #expect(reloaded.sessions.map(\.id) == ["good"])
   }
 
+  /// An overtime's end by itself, a day past its deadline, is settled on a
+  /// row stored in overtime (an adjust or a message wrote it so) as on a
+  /// running one: finished, stopped, overMs a day, the message and blackout
+  /// kept, its event in the outbox; a row a later command moved on is left.
+  @Test func theDaysEndSettlesAnOvertimeRow() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let since: Int64 = 1_796_000_000_000
+    let overtime = SessionRecord(
+      .overtime(since: since), duration: 60, finishedLabel: "Time!", seq: 5, revision: 3,
+      updatedAt: since + 30_000, run: RunOptions(overtime: true, warnAtSeconds: 20),
+      message: "Wrap up", blackout: true)
+    let running = SessionRecord(
+      .running(endsAt: since), duration: 60, seq: 4, revision: 2, updatedAt: since - 60_000,
+      run: RunOptions(overtime: true))
+    fixture.store.write(save("over", overtime, ticket: 1))
+    fixture.store.write(save("run", running, ticket: 2))
+    _ = fixture.completions.wait(for: 2)
+    let config = SessionConfig.Shared(SessionConfig())
+    let end = since + SessionRecord.maxOvertimeMs
+    for (session, record) in [("over", overtime), ("run", running)] {
+      let event = WebhookEvent(.finished, session: session, record: record, at: end, config: config)
+      fixture.store.write(.finish(session: session, record: record, event: event))
+    }
+    // A finish from the revision before "over"'s: a command came first, so nothing changes.
+    let stale = WebhookEvent(.finished, session: "over", record: running, at: end, config: config)
+    fixture.store.write(.finish(session: "over", record: running, event: stale))
+    fixture.store.write(save("marker", SessionRecord(), ticket: 3))
+    _ = fixture.completions.wait(for: 3)
+    let loaded = try fixture.store.load().sessions
+    for (session, record) in [("over", overtime), ("run", running)] {
+      let stored = try #require(loaded.first { $0.id == session }?.record)
+      #expect(stored == record.settled(at: end))
+      #expect(stored.outcome == .stopped && stored.overMs == SessionRecord.maxOvertimeMs)
+      #expect(stored.message == record.message && stored.blackout == record.blackout)
+    }
+    #expect(try fixture.store.take(limit: 10, now: end).count == 2)
+  }
+
   /// A remembered answer keeps the stage's fields: replayed after a restart,
   /// it is the record the command left, message, levels and blackout included.
   @Test func rememberedAnswerKeepsTheStage() throws {
