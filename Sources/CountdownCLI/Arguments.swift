@@ -1,9 +1,16 @@
+import CountdownClient
+
 /// What to do, with its operands, as the command line says it.
 public enum Action: Equatable, Sendable {
   case help
   case watch(exitOnFinish: Bool)
   /// `until` is kept as typed (`18:30`): it is read against the clock when the command is sent.
-  case start(seconds: Int?, until: String?, finishLabel: String?)
+  case start(
+    seconds: Int?, until: String?, finishLabel: String?, options: StartOptions = .init())
+  case stop
+  /// nil clears the message (`--clear`).
+  case message(text: String?)
+  case blackout(on: Bool)
   case pause
   case resume
   case adjust(seconds: Int)
@@ -40,6 +47,14 @@ public let usageText = """
   commands:
     watch URL [--exit-on-finish]          show the session live
     start URL [--seconds N | --until HH:MM] [--finish-label TEXT]
+              [--overtime] [--warn S] [--danger S]
+                                          --overtime counts on past zero; the level
+                                          turns warning, then danger, S s before it
+    stop URL                              end the run (or its overtime): stopped
+    message URL TEXT | message URL --clear
+                                          show TEXT on every screen (-- TEXT if it
+                                          starts with -), or take it away
+    blackout URL on|off                   blank every viewer's screen, or not
     pause URL | resume URL | cancel URL
     adjust URL --seconds N                N may be negative: --seconds -60
     wait URL [--label TEXT] [--timeout S] [--timeout-label TEXT]
@@ -61,8 +76,13 @@ private enum Kind { case flag, value }
 private func options(of command: String) -> [String: Kind]? {
   switch command {
   case "watch": return ["--exit-on-finish": .flag]
-  case "start": return ["--seconds": .value, "--until": .value, "--finish-label": .value]
-  case "pause", "resume", "cancel": return [:]
+  case "start":
+    return [
+      "--seconds": .value, "--until": .value, "--finish-label": .value, "--overtime": .flag,
+      "--warn": .value, "--danger": .value,
+    ]
+  case "stop", "blackout", "pause", "resume", "cancel": return [:]
+  case "message": return ["--clear": .flag]
   case "adjust": return ["--seconds": .value]
   case "wait": return ["--label": .value, "--timeout": .value, "--timeout-label": .value]
   case "done", "fail": return ["--label": .value]
@@ -91,7 +111,14 @@ extension Invocation {
       i += 1
       if arg == "--help" || arg == "-h" { return Invocation(action: .help) }
       if arg == "--" {
-        guard command == "run" else { throw UsageError("only run takes a command after --") }
+        // A message that starts with "-" ("-5 min") is text after --, not an option.
+        if command == "message" {
+          positional += arguments[i...]
+          break
+        }
+        guard command == "run" else {
+          throw UsageError("only run and message take arguments after --")
+        }
         child = Array(arguments[i...])
         break
       }
@@ -131,18 +158,39 @@ extension Invocation {
         }
       }
     }
-    guard positional.count == 1, let url = positional.first else {
+    let operands = Array(positional.dropFirst())
+    let takes = operandCount(command, flags: flags)
+    guard let url = positional.first, operands.count == takes else {
       throw positional.isEmpty
         ? UsageError("\(command) needs the session's URL")
-        : UsageError("\(command) takes one URL, not \(positional.count) arguments")
+        : command != "message" && command != "blackout"
+          ? UsageError("\(command) takes one URL, not \(positional.count) arguments")
+          : UsageError(
+            "\(command) takes the URL and \(operandName(command)), not \(positional.count) "
+              + "arguments")
     }
-    let action = try makeAction(command, values: values, flags: flags, child: child)
+    let action = try makeAction(
+      command, values: values, flags: flags, child: child, operand: operands.first)
     return Invocation(
       action: action, url: url, session: values["--session"], tokenFile: values["--token-file"])
   }
 
+  /// Operands after the URL: a message's text (none with --clear), blackout's on or off.
+  private static func operandCount(_ command: String, flags: Set<String>) -> Int {
+    switch command {
+    case "message": flags.contains("--clear") ? 0 : 1
+    case "blackout": 1
+    default: 0
+    }
+  }
+
+  private static func operandName(_ command: String) -> String {
+    command == "message" ? "the text (or --clear)" : "on or off"
+  }
+
   private static func makeAction(
-    _ command: String, values: [String: String], flags: Set<String>, child: [String]?
+    _ command: String, values: [String: String], flags: Set<String>, child: [String]?,
+    operand: String?
   ) throws(UsageError) -> Action {
     switch command {
     case "watch":
@@ -151,9 +199,20 @@ extension Invocation {
       if values["--seconds"] != nil, values["--until"] != nil {
         throw UsageError("start takes --seconds or --until, not both")
       }
+      let options = StartOptions(
+        overtime: flags.contains("--overtime"), warnAtSeconds: try integer(values, "--warn"),
+        dangerAtSeconds: try integer(values, "--danger"))
       return .start(
         seconds: try integer(values, "--seconds"), until: values["--until"],
-        finishLabel: values["--finish-label"])
+        finishLabel: values["--finish-label"], options: options)
+    case "stop": return .stop
+    case "message": return .message(text: operand)
+    case "blackout":
+      switch operand {
+      case "on": return .blackout(on: true)
+      case "off": return .blackout(on: false)
+      default: throw UsageError("blackout takes on or off, not \(quoted(operand ?? ""))")
+      }
     case "pause": return .pause
     case "resume": return .resume
     case "cancel": return .cancel

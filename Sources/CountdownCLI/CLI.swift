@@ -99,13 +99,17 @@ func makeClient(
 /// The command a one-shot action sends. `--until HH:MM` is read against `now`.
 func oneShot(_ action: Action, now: Date, calendar: Calendar = .current) throws -> Command {
   switch action {
-  case .start(let seconds, let until?, let label):
+  case .start(let seconds, let until?, let label, let options):
     _ = seconds
     guard let date = Command.nextTimeOfDay(until, after: now, calendar: calendar) else {
       throw UsageError("--until needs a time of day as HH:MM (24-hour), not \(quoted(until))")
     }
-    return .start(until: date, finishLabel: label)
-  case .start(let seconds, nil, let label): return .start(seconds: seconds, finishLabel: label)
+    return .start(until: date, finishLabel: label, options: options)
+  case .start(let seconds, nil, let label, let options):
+    return .start(seconds: seconds, finishLabel: label, options: options)
+  case .stop: return .stop
+  case .message(let text): return .message(text)
+  case .blackout(let on): return .blackout(on)
   case .pause: return .pause
   case .resume: return .resume
   case .adjust(let seconds): return .adjust(seconds: seconds)
@@ -147,7 +151,8 @@ func frame(of state: SessionState, connected: Bool) -> Frame {
   return Frame.of(
     phase: state.phase.rawValue, spinner: state.spinner,
     label: counting ? ClockFormat.clock(seconds: Int64(state.remaining)) : state.label,
-    elapsed: nil, outcome: state.outcome?.rawValue, stale: state.stale, connected: connected)
+    elapsed: nil, outcome: state.outcome?.rawValue, stale: state.stale, connected: connected,
+    level: state.level.rawValue, message: state.message, blackout: state.blackout)
 }
 
 /// A watched state at `now`: the time left or elapsed from the deadline and the clock offset.
@@ -156,5 +161,6 @@ func frame(of update: SessionUpdate, now: Date) -> Frame? {
   return Frame.of(
     phase: state.phase.rawValue, spinner: state.spinner, label: update.clockLabel(now: now),
     elapsed: update.elapsedLabel(now: now), outcome: state.outcome?.rawValue, stale: state.stale,
-    connected: update.connection == .connected)
+    connected: update.connection == .connected, level: state.level.rawValue,
+    message: state.message, blackout: state.blackout)
 }

@@ -24,6 +24,18 @@ public enum LineRenderer {
     case bad = "31"
     case paused = "33"
     case faint = "2"
+    case warning = "1;33"
+    case danger = "1;31"
+    case over = "1;35"
+  }
+
+  private static func tone(ofLevel level: String?) -> Tone? {
+    switch level {
+    case "warning": .warning
+    case "danger": .danger
+    case "over": .over
+    default: nil
+    }
   }
 
   /// `text` with every control character (C0, DEL, C1) shown as U+FFFD: a label comes from
@@ -38,8 +50,9 @@ public enum LineRenderer {
     return String(out)
   }
 
-  /// The line for a terminal: `\r`, the spinner (or a mark for how it ended), the label, the
-  /// time elapsed while waiting, the outcome, then a clear to the end of the line. Cut to
+  /// The line for a terminal: `\r`, the spinner (or a mark for how it ended), the label (in
+  /// the level's colour), the time elapsed while waiting, the level in words, the outcome,
+  /// the message and the blackout, then a clear to the end of the line. Cut to
   /// `width` columns (less one, so it never wraps). `color` false (NO_COLOR) drops every
   /// colour sequence.
   public static func terminal(_ frame: Frame, atMilliseconds ms: Int64, color: Bool, width: Int?)
@@ -55,12 +68,16 @@ public enum LineRenderer {
     } else {
       parts.append(("·", .faint))
     }
-    parts.append((" " + printable(frame.label), nil))
+    let levelTone = tone(ofLevel: frame.level)
+    parts.append((" " + printable(frame.label), levelTone))
     if let elapsed = frame.elapsed { parts.append(("  " + printable(elapsed), nil)) }
     if frame.phase == "paused" { parts.append(("  paused", .paused)) }
+    if let level = frame.level { parts.append(("  " + printable(level), levelTone)) }
     if let outcome = frame.outcome {
       parts.append(("  " + printable(outcome), frame.succeeded ? .good : .bad))
     }
+    if let message = frame.message { parts.append(("  “" + printable(message) + "”", nil)) }
+    if frame.blackout { parts.append(("  blackout", .faint)) }
     if let note = frame.note { parts.append(("  (" + note + ")", .faint)) }
     if let width { parts = cut(parts, to: max(1, width - 1)) }
     var line = "\r"
@@ -74,11 +91,15 @@ public enum LineRenderer {
     return line + clearToEnd
   }
 
-  /// The line for a pipe: the phase, the label, and the outcome or note, with no spinner,
-  /// no colour and no time that changes between the server's changes.
+  /// The line for a pipe: the phase, the label, the level, the outcome, the message, the
+  /// blackout and the note, with no spinner, no colour and no time that changes between the
+  /// server's changes.
   public static func plain(_ frame: Frame) -> String {
     var line = printable(frame.phase) + "  " + printable(frame.label)
+    if let level = frame.level { line += "  " + printable(level) }
     if let outcome = frame.outcome { line += "  " + printable(outcome) }
+    if let message = frame.message { line += "  “" + printable(message) + "”" }
+    if frame.blackout { line += "  blackout" }
     if let note = frame.note { line += "  (" + note + ")" }
     return line
   }

@@ -110,9 +110,10 @@ func watch(_ client: CountdownClient, exitOnFinish: Bool, console: Console) asyn
   return ExitCode.failed.rawValue
 }
 
-/// `--exit-on-finish`'s status for a finished state: 0 elapsed or done, 1 failed or timeout.
+/// `--exit-on-finish`'s status for a finished state: 0 elapsed, done or stopped, 1 failed or
+/// timeout.
 func finishStatus(_ state: SessionState) -> Int32? {
   guard state.phase == .finished else { return nil }
-  return state.outcome == .elapsed || state.outcome == .done
+  return [.elapsed, .done, .stopped].contains(state.outcome)
     ? ExitCode.ok.rawValue : ExitCode.failed.rawValue
 }

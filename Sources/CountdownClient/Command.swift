@@ -1,12 +1,34 @@
 import Foundation
 
+/// What a start asks of its run beyond its length (docs/protocol.md, `start`).
+public struct StartOptions: Sendable, Hashable {
+  /// Count on into overtime at zero instead of finishing.
+  public var overtime: Bool
+  /// The level turns warning, then danger, with this many seconds left (1 to 86400; danger
+  /// below warning).
+  public var warnAtSeconds: Int?
+  public var dangerAtSeconds: Int?
+
+  public init(overtime: Bool = false, warnAtSeconds: Int? = nil, dangerAtSeconds: Int? = nil) {
+    self.overtime = overtime
+    self.warnAtSeconds = warnAtSeconds
+    self.dangerAtSeconds = dangerAtSeconds
+  }
+}
+
 /// A command to a session, as docs/protocol.md's "Client → server" describes it. The server
 /// checks every range; this type only spells the JSON.
 public enum Command: Sendable, Hashable {
   /// Count down `seconds` (1 to 86400); nil for the server's `--default-seconds`.
-  case start(seconds: Int? = nil, finishLabel: String? = nil)
+  case start(seconds: Int? = nil, finishLabel: String? = nil, options: StartOptions = .init())
   /// Count down to a moment, epoch ms (1 s to 30 days after the server's time).
-  case startUntil(epochMs: Int64, finishLabel: String? = nil)
+  case startUntil(epochMs: Int64, finishLabel: String? = nil, options: StartOptions = .init())
+  /// End a run, before zero or in overtime: finished, `stopped`, with the time over.
+  case stop
+  /// Show `text` (1 to 140 characters, no control characters) on every screen; nil clears it.
+  case message(String?)
+  /// Blank every viewer's screen, or show it again.
+  case blackout(Bool)
   case pause
   case resume
   /// Move the deadline by `seconds` (non-zero, −86400 to 86400).
@@ -20,9 +42,12 @@ public enum Command: Sendable, Hashable {
   case rotateKey
 
   /// Count down to `date`.
-  public static func start(until date: Date, finishLabel: String? = nil) -> Command {
+  public static func start(
+    until date: Date, finishLabel: String? = nil, options: StartOptions = .init()
+  ) -> Command {
     .startUntil(
-      epochMs: Int64((date.timeIntervalSince1970 * 1000).rounded()), finishLabel: finishLabel)
+      epochMs: Int64((date.timeIntervalSince1970 * 1000).rounded()), finishLabel: finishLabel,
+      options: options)
   }
 
   /// Count down to the next `HH:MM` (24-hour, local to `calendar`) after `now`: today's if it
@@ -52,6 +77,9 @@ public enum Command: Sendable, Hashable {
   public var op: String {
     switch self {
     case .start, .startUntil: return "start"
+    case .stop: return "stop"
+    case .message: return "message"
+    case .blackout: return "blackout"
     case .pause: return "pause"
     case .resume: return "resume"
     case .adjust: return "adjust"
@@ -71,18 +99,57 @@ public enum Command: Sendable, Hashable {
     var label: String?
     var timeoutSeconds: Int?
     var timeoutLabel: String?
+    var overtime: Bool?
+    var warnAtSeconds: Int?
+    var dangerAtSeconds: Int?
+    /// A message's text: `.some(nil)` is sent as `"text":null`, which clears it.
+    var text: String??
+    var on: Bool?
+
+    enum CodingKeys: String, CodingKey {
+      case op, seconds, until, finishedLabel, label, timeoutSeconds, timeoutLabel, overtime
+      case warnAtSeconds, dangerAtSeconds, text, on
+    }
+
+    func encode(to encoder: any Encoder) throws {
+      var c = encoder.container(keyedBy: CodingKeys.self)
+      try c.encode(op, forKey: .op)
+      try c.encodeIfPresent(seconds, forKey: .seconds)
+      try c.encodeIfPresent(until, forKey: .until)
+      try c.encodeIfPresent(finishedLabel, forKey: .finishedLabel)
+      try c.encodeIfPresent(label, forKey: .label)
+      try c.encodeIfPresent(timeoutSeconds, forKey: .timeoutSeconds)
+      try c.encodeIfPresent(timeoutLabel, forKey: .timeoutLabel)
+      try c.encodeIfPresent(overtime, forKey: .overtime)
+      try c.encodeIfPresent(warnAtSeconds, forKey: .warnAtSeconds)
+      try c.encodeIfPresent(dangerAtSeconds, forKey: .dangerAtSeconds)
+      if let text { try c.encode(text, forKey: .text) }
+      try c.encodeIfPresent(on, forKey: .on)
+    }
+
+    mutating func apply(_ options: StartOptions) {
+      overtime = options.overtime ? true : nil
+      warnAtSeconds = options.warnAtSeconds
+      dangerAtSeconds = options.dangerAtSeconds
+    }
   }
 
   /// The JSON body, the same bytes on every retry.
   func body() throws -> Data {
     var b = Body(op: op)
     switch self {
-    case .start(let seconds, let finishLabel):
+    case .start(let seconds, let finishLabel, let options):
       b.seconds = seconds
       b.finishedLabel = finishLabel
-    case .startUntil(let epochMs, let finishLabel):
+      b.apply(options)
+    case .startUntil(let epochMs, let finishLabel, let options):
       b.until = epochMs
       b.finishedLabel = finishLabel
+      b.apply(options)
+    case .message(let text):
+      b.text = .some(text)
+    case .blackout(let on):
+      b.on = on
     case .adjust(let seconds):
       b.seconds = seconds
     case .wait(let label, let timeoutSeconds, let timeoutLabel):
@@ -91,7 +158,7 @@ public enum Command: Sendable, Hashable {
       b.timeoutLabel = timeoutLabel
     case .done(let label), .fail(let label):
       b.label = label
-    case .pause, .resume, .cancel, .rotateKey:
+    case .pause, .resume, .cancel, .rotateKey, .stop:
       break
     }
     let encoder = JSONEncoder()

@@ -3,6 +3,8 @@ import Foundation
 /// A session's phase (docs/protocol.md, State fields).
 public enum Phase: String, Sendable, Hashable, Codable, CaseIterable {
   case idle, running, paused, finished, waiting
+  /// A run started with overtime passed zero and counts up from `overSince`.
+  case overtime
 }
 
 /// How a finished session ended.
@@ -10,6 +12,15 @@ public enum Outcome: String, Sendable, Hashable, Codable, CaseIterable {
   /// A countdown ran out, or was adjusted to nothing.
   case elapsed
   case done, failed, timeout
+  /// Ended by a `stop` (before zero or in overtime), or a day into overtime.
+  case stopped
+}
+
+/// How near its end a run is: the colour every screen shows.
+public enum Level: String, Sendable, Hashable, Codable, CaseIterable {
+  case normal, warning, danger
+  /// In overtime.
+  case over
 }
 
 /// The bounds a value from the server is checked against before any arithmetic on it:
@@ -22,15 +33,19 @@ enum Bounds {
   static let remainingMs: ClosedRange<Int64> = 0...(durationSeconds.upperBound * 1000)
   static let count: ClosedRange<Int64> = 0...Int64(Int32.max)
   static let seq: ClosedRange<Int64> = 0...Int64.max
+  /// A run's warning and danger times, in seconds left.
+  static let levelSeconds: ClosedRange<Int64> = 1...86_400
+  /// Time over a stopped run kept: at most the day overtime lasts.
+  static let overMs: ClosedRange<Int64> = 0...86_400_000
 }
 
 /// A session's state as the server sends it: the snapshot's `state` object, kept up to
 /// date by patches. Every field is the server's; nothing here is guessed.
 public struct SessionState: Sendable, Hashable {
   public var phase: Phase
-  /// True exactly while running or waiting: show the spinner.
+  /// True exactly while running, waiting or in overtime: show the spinner.
   public var spinner: Bool
-  /// Whether the big button may be pressed (false while running or waiting).
+  /// Whether the big button may be pressed (false while running, waiting or in overtime).
   public var enabled: Bool
   /// The server's label: seconds left, the wait's label, or how it finished.
   public var label: String
@@ -51,11 +66,29 @@ public struct SessionState: Sendable, Hashable {
   public var viewers: Int
   /// The server cannot confirm this state with its cluster right now.
   public var stale: Bool
+  /// The colour of the moment; `normal` from a server that has no levels.
+  public var level: Level
+  /// In overtime: the deadline the run passed, epoch ms; it counts up from there.
+  public var overSince: Int64?
+  /// Finished `stopped`: the milliseconds past the deadline (0 when stopped before it).
+  public var overMs: Int64?
+  /// The current run goes into overtime at zero.
+  public var overtime: Bool
+  /// The current run's warning and danger times, in seconds left.
+  public var warnAtSeconds: Int?
+  public var dangerAtSeconds: Int?
+  /// The presenter's message, kept across runs until cleared.
+  public var message: String?
+  /// Viewers' screens are blanked.
+  public var blackout: Bool
 
   public init(
     phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int = 0,
     duration: Int = 0, endsAt: Int64? = nil, remainingMs: Int64? = nil, startedAt: Int64? = nil,
-    timeoutAt: Int64? = nil, outcome: Outcome? = nil, viewers: Int = 0, stale: Bool = false
+    timeoutAt: Int64? = nil, outcome: Outcome? = nil, viewers: Int = 0, stale: Bool = false,
+    level: Level = .normal, overSince: Int64? = nil, overMs: Int64? = nil, overtime: Bool = false,
+    warnAtSeconds: Int? = nil, dangerAtSeconds: Int? = nil, message: String? = nil,
+    blackout: Bool = false
   ) {
     self.phase = phase
     self.spinner = spinner
@@ -70,6 +103,14 @@ public struct SessionState: Sendable, Hashable {
     self.outcome = outcome
     self.viewers = viewers
     self.stale = stale
+    self.level = level
+    self.overSince = overSince
+    self.overMs = overMs
+    self.overtime = overtime
+    self.warnAtSeconds = warnAtSeconds
+    self.dangerAtSeconds = dangerAtSeconds
+    self.message = message
+    self.blackout = blackout
   }
 
   /// Milliseconds left at `serverNow` (epoch ms on the server's clock): from the deadline
@@ -85,6 +126,13 @@ public struct SessionState: Sendable, Hashable {
     default:
       return nil
     }
+  }
+
+  /// Milliseconds past the deadline at `serverNow`, in overtime; nil otherwise.
+  public func millisecondsOver(serverNow: Int64) -> Int64? {
+    guard phase == .overtime, let overSince else { return nil }
+    let (ms, overflow) = serverNow.subtractingReportingOverflow(overSince)
+    return overflow ? 0 : max(0, ms)
   }
 
   /// Milliseconds elapsed at `serverNow`: since the wait began while waiting; of the run
@@ -110,6 +158,7 @@ public struct SessionState: Sendable, Hashable {
 enum StateKey: String, CodingKey, CaseIterable {
   case phase, spinner, enabled, label, remaining, duration, endsAt, remainingMs, startedAt
   case timeoutAt, outcome, viewers, stale
+  case level, overSince, overMs, overtime, warnAtSeconds, dangerAtSeconds, message, blackout
 }
 
 extension KeyedDecodingContainer {
@@ -145,7 +194,20 @@ extension SessionState: Decodable {
       timeoutAt: try c.decodeInt64IfPresent(.timeoutAt, in: Bounds.epochMs),
       outcome: try c.decodeIfPresent(Outcome.self, forKey: .outcome),
       viewers: Int(try c.decodeInt64(.viewers, in: Bounds.count)),
-      stale: try c.decodeIfPresent(Bool.self, forKey: .stale) ?? false)
+      stale: try c.decodeIfPresent(Bool.self, forKey: .stale) ?? false,
+      // A server from before the stage sends none of these: what it means is normal, off, none.
+      level: try c.decodeIfPresent(Level.self, forKey: .level) ?? .normal,
+      overSince: try c.decodeInt64IfPresent(.overSince, in: Bounds.epochMs),
+      overMs: try c.decodeInt64IfPresent(.overMs, in: Bounds.overMs),
+      overtime: try c.decodeIfPresent(Bool.self, forKey: .overtime) ?? false,
+      warnAtSeconds: try c.decodeInt64IfPresent(.warnAtSeconds, in: Bounds.levelSeconds).map {
+        Int($0)
+      },
+      dangerAtSeconds: try c.decodeInt64IfPresent(.dangerAtSeconds, in: Bounds.levelSeconds).map {
+        Int($0)
+      },
+      message: try c.decodeIfPresent(String.self, forKey: .message),
+      blackout: try c.decodeIfPresent(Bool.self, forKey: .blackout) ?? false)
   }
 }
 
@@ -199,6 +261,30 @@ struct StatePatch: Decodable, Sendable {
       case .outcome:
         let v = try c.decodeIfPresent(Outcome.self, forKey: key)
         steps.append { $0.outcome = v }
+      case .level:
+        let v = isNull ? Level.normal : try c.decode(Level.self, forKey: key)
+        steps.append { $0.level = v }
+      case .overSince:
+        let v = try c.decodeInt64IfPresent(key, in: Bounds.epochMs)
+        steps.append { $0.overSince = v }
+      case .overMs:
+        let v = try c.decodeInt64IfPresent(key, in: Bounds.overMs)
+        steps.append { $0.overMs = v }
+      case .overtime:
+        let v = isNull ? false : try c.decode(Bool.self, forKey: key)
+        steps.append { $0.overtime = v }
+      case .warnAtSeconds:
+        let v = try c.decodeInt64IfPresent(key, in: Bounds.levelSeconds).map { Int($0) }
+        steps.append { $0.warnAtSeconds = v }
+      case .dangerAtSeconds:
+        let v = try c.decodeInt64IfPresent(key, in: Bounds.levelSeconds).map { Int($0) }
+        steps.append { $0.dangerAtSeconds = v }
+      case .message:
+        let v = try c.decodeIfPresent(String.self, forKey: key)
+        steps.append { $0.message = v }
+      case .blackout:
+        let v = isNull ? false : try c.decode(Bool.self, forKey: key)
+        steps.append { $0.blackout = v }
       }
     }
     let all = steps

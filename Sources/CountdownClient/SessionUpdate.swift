@@ -56,12 +56,21 @@ public struct SessionUpdate: Sendable, Hashable {
     state?.millisecondsElapsed(serverNow: serverTime(at: now)).map { Double($0) / 1000 }
   }
 
+  /// Seconds past the deadline in overtime, else nil.
+  public func timeOver(now: Date = Date()) -> Double? {
+    state?.millisecondsOver(serverNow: serverTime(at: now)).map { Double($0) / 1000 }
+  }
+
   /// The big label as the page draws it at `now`: while running or paused the whole seconds
-  /// left, rounded up, as a clock ("5", "1:05", "1:02:05", "2d 01:02:05"); otherwise the
-  /// server's label.
+  /// left, rounded up, as a clock ("5", "1:05", "1:02:05", "2d 01:02:05"); in overtime the
+  /// whole seconds over, counting up ("+0", "+1:05"); otherwise the server's label.
   public func clockLabel(now: Date = Date()) -> String {
     guard let state else { return "" }
-    guard let ms = state.millisecondsLeft(serverNow: serverTime(at: now)) else {
+    let serverNow = serverTime(at: now)
+    if let over = state.millisecondsOver(serverNow: serverNow) {
+      return ClockFormat.over(seconds: over / 1000)
+    }
+    guard let ms = state.millisecondsLeft(serverNow: serverNow) else {
       return state.label
     }
     return ClockFormat.clock(seconds: ms / 1000 + (ms % 1000 > 0 ? 1 : 0))
@@ -86,6 +95,15 @@ public enum ClockFormat {
     if total < 3600 { return "\(m):\(pad(s))" }
     if total < 86400 { return "\(h):\(pad(m)):\(pad(s))" }
     return "\(d)d \(pad(h)):\(pad(m)):\(pad(s))"
+  }
+
+  /// Overtime as the server's label spells it: "+" and plain seconds under a minute ("+5"),
+  /// then m:ss ("+1:05"), then h:mm:ss ("+1:00:00"), with no day part.
+  public static func over(seconds: Int64) -> String {
+    let s = max(0, seconds)
+    if s < 60 { return "+\(s)" }
+    if s < 3600 { return "+\(s / 60):\(pad(s % 60))" }
+    return "+\(s / 3600):\(pad(s % 3600 / 60)):\(pad(s % 60))"
   }
 
   /// A clock counting up: m:ss from the first second ("0:05"), then as `clock`.

@@ -8,8 +8,9 @@ import CountdownCore
 /// the writer thread, in the transaction that adds a row (through the index
 /// on `at`, so the cost is the rows deleted), and at start-up.
 struct IdempotencyStatements {
-  /// Schema step 4 → 5. An applied command's row holds its record in the
-  /// session columns; a remembered refusal holds its code and no record.
+  /// Schema step 4 → 5 (step 6 → 7 adds `stageColumns`). An applied
+  /// command's row holds its record in the session columns; a remembered
+  /// refusal holds its code and no record.
   static let createTable = """
     CREATE TABLE idempotency (
       session TEXT NOT NULL,
@@ -25,9 +26,21 @@ struct IdempotencyStatements {
     CREATE INDEX idempotency_at ON idempotency (at);
     """
 
+  /// Schema step 6 → 7: the stage's columns. An answer remembered before
+  /// them was of a record without overtime or blackout, so those default
+  /// to off; a refusal's row leaves them null, unread.
+  static let stageColumns = """
+    ALTER TABLE idempotency ADD COLUMN overtime INTEGER DEFAULT 0;
+    ALTER TABLE idempotency ADD COLUMN warn_at_seconds INTEGER;
+    ALTER TABLE idempotency ADD COLUMN danger_at_seconds INTEGER;
+    ALTER TABLE idempotency ADD COLUMN over_ms INTEGER;
+    ALTER TABLE idempotency ADD COLUMN message TEXT;
+    ALTER TABLE idempotency ADD COLUMN blackout INTEGER DEFAULT 0;
+    """
+
   /// Where `Database.row` puts the key hash, and how many record columns it has besides the id.
   static let keyHashColumn = 9
-  static let recordColumns = 12
+  static let recordColumns = 18
 
   let upsert: Statement
   let prune: Statement
@@ -39,16 +52,18 @@ struct IdempotencyStatements {
       """
       INSERT OR REPLACE INTO idempotency (session, key, fingerprint, code, phase, duration,
         ends_at, remaining_ms, finished_label, seq, revision, updated_at, started_at, timeout_at,
-        wait_label, outcome, at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        wait_label, outcome, overtime, warn_at_seconds, danger_at_seconds, over_ms, message,
+        blackout, at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """)
     prune = try connection.prepare("DELETE FROM idempotency WHERE at <= ?")
-    // Columns 0-13 as `selectSessions`'s, so a record is read by the same
+    // Columns 0-19 as `selectSessions`'s, so a record is read by the same
     // checks as a session row's; the newest first, for the memory bound.
     select = try connection.prepare(
       """
       SELECT session, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, NULL, started_at, timeout_at, wait_label, outcome,
+             updated_at, NULL, started_at, timeout_at, wait_label, outcome, overtime,
+             warn_at_seconds, danger_at_seconds, over_ms, message, blackout,
              key, fingerprint, code, at
       FROM idempotency WHERE at > ? ORDER BY at DESC LIMIT ?
       """)
@@ -101,7 +116,7 @@ extension SQLiteStore {
         do throws(Database.RowDamage) {
           entries.append(try Self.decodeAnswer(row))
         } catch {
-          damaged.append((row.bytes(0), row.bytes(14), error.reason))
+          damaged.append((row.bytes(0), row.bytes(Self.answerColumn), error.reason))
         }
       }
       for (session, key, _) in damaged { try statements.delete.run([.blob(session), .blob(key)]) }
@@ -114,17 +129,21 @@ extension SQLiteStore {
     }
   }
 
+  /// The first of `select`'s columns after the record's: key, fingerprint, code, at.
+  static let answerColumn: Int32 = 20
+
   static func decodeAnswer(_ row: Row) throws(Database.RowDamage) -> IdempotencyEntry {
-    guard let key = row.exactText(14), let fingerprint = row.exactText(15),
-      let at = row.exactInteger(17)
+    let column = answerColumn
+    guard let key = row.exactText(column), let fingerprint = row.exactText(column + 1),
+      let at = row.exactInteger(column + 3)
     else { throw Database.RowDamage("key, fingerprint or at is of the wrong type") }
     let answer: IdempotentAnswer
     let session: String
-    if row.isNull(16) {
+    if row.isNull(column + 2) {
       let stored = try Database.decode(row)
       (session, answer) = (stored.id, .applied(stored.record))
     } else {
-      guard let text = row.exactText(16), let code = ErrorCode(rawValue: text),
+      guard let text = row.exactText(column + 2), let code = ErrorCode(rawValue: text),
         let id = row.exactText(0)
       else { throw Database.RowDamage("code is not an error code") }
       (session, answer) = (id, .rejected(code))

@@ -420,34 +420,40 @@ final class Database {
     transactions = try Transactions(connection)
     outbox = OutboxDatabase(
       statements: try OutboxStatements(connection), transactions: transactions)
-    // Only the row as the run or wait left it: a command stored since
-    // moved its revision on, and came first.
+    // Only the row as the run, wait or overtime left it: a command stored
+    // since moved its revision on, and came first.
     settleSession = try connection.prepare(
       """
       UPDATE sessions SET phase = ?2, duration = ?3, ends_at = ?4, remaining_ms = ?5,
         finished_label = ?6, seq = ?7, revision = ?8, updated_at = ?9, started_at = ?11,
-        timeout_at = ?12, wait_label = ?13, outcome = ?14
-      WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting')
+        timeout_at = ?12, wait_label = ?13, outcome = ?14, overtime = ?15,
+        warn_at_seconds = ?16, danger_at_seconds = ?17, over_ms = ?18, message = ?19,
+        blackout = ?20
+      WHERE id = ?1 AND revision = ?8 AND phase IN ('running', 'waiting', 'overtime')
       """)
     upsertSession = try connection.prepare(
       """
       INSERT INTO sessions (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
                             revision, updated_at, key_hash, started_at, timeout_at, wait_label,
-                            outcome)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            outcome, overtime, warn_at_seconds, danger_at_seconds, over_ms,
+                            message, blackout)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (id) DO UPDATE SET
         phase = excluded.phase, duration = excluded.duration, ends_at = excluded.ends_at,
         remaining_ms = excluded.remaining_ms, finished_label = excluded.finished_label,
         seq = excluded.seq, revision = excluded.revision, updated_at = excluded.updated_at,
         key_hash = excluded.key_hash, started_at = excluded.started_at,
         timeout_at = excluded.timeout_at, wait_label = excluded.wait_label,
-        outcome = excluded.outcome
+        outcome = excluded.outcome, overtime = excluded.overtime,
+        warn_at_seconds = excluded.warn_at_seconds, danger_at_seconds = excluded.danger_at_seconds,
+        over_ms = excluded.over_ms, message = excluded.message, blackout = excluded.blackout
       """)
     deleteSession = try connection.prepare("DELETE FROM sessions WHERE id = ?")
     selectSessions = try connection.prepare(
       """
       SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, key_hash, started_at, timeout_at, wait_label, outcome
+             updated_at, key_hash, started_at, timeout_at, wait_label, outcome, overtime,
+             warn_at_seconds, danger_at_seconds, over_ms, message, blackout
       FROM sessions ORDER BY id
       """)
     selectMeta = try connection.prepare("SELECT value FROM meta WHERE name = ?")
@@ -456,9 +462,12 @@ final class Database {
       """
       INSERT INTO damaged_sessions (id, phase, duration, ends_at, remaining_ms, finished_label,
                                     seq, revision, updated_at, key_hash, reason, set_aside_at,
-                                    started_at, timeout_at, wait_label, outcome)
+                                    started_at, timeout_at, wait_label, outcome, overtime,
+                                    warn_at_seconds, danger_at_seconds, over_ms, message,
+                                    blackout)
       SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
-             updated_at, key_hash, ?, ?, started_at, timeout_at, wait_label, outcome
+             updated_at, key_hash, ?, ?, started_at, timeout_at, wait_label, outcome, overtime,
+             warn_at_seconds, danger_at_seconds, over_ms, message, blackout
       FROM sessions WHERE CAST(id AS BLOB) = ?
       """)
     deleteSetAside = try connection.prepare("DELETE FROM sessions WHERE CAST(id AS BLOB) = ?")
@@ -517,6 +526,12 @@ final class Database {
       record.timeoutAt.map { .integer($0) } ?? .null,
       record.waitLabel.map { .text($0) } ?? .null,
       record.outcome.map { .text($0.rawValue) } ?? .null,
+      .integer(record.overtime ? 1 : 0),
+      record.warnAtSeconds.map { .integer(Int64($0)) } ?? .null,
+      record.dangerAtSeconds.map { .integer(Int64($0)) } ?? .null,
+      record.overMs.map { .integer($0) } ?? .null,
+      record.message.map { .text($0) } ?? .null,
+      .integer(record.blackout ? 1 : 0),
     ]
   }
 
@@ -599,13 +614,27 @@ final class Database {
       }
       keyHash = hash
     }
+    // A flag is the integer 0 or 1, as row() writes it: 2, 1.0 or 'yes' is
+    // not a value this server stored.
+    func flag(_ column: Int32, _ name: String) throws(RowDamage) -> Bool {
+      switch try integer(column, name) {
+      case 0: return false
+      case 1: return true
+      case let value: throw RowDamage("\(name) \(value) is not 0 or 1")
+      }
+    }
     let fields = SessionRecord.Fields(
       phase: phase, duration: Int(try integer(2, "duration")),
       endsAt: try optionalInteger(3, "ends_at"),
       remainingMs: try optionalInteger(4, "remaining_ms"),
       finishedLabel: label, seq: try counter(6, "seq"), revision: try counter(7, "revision"),
       updatedAt: try integer(8, "updated_at"), startedAt: try optionalInteger(10, "started_at"),
-      timeoutAt: try optionalInteger(11, "timeout_at"), waitLabel: waitLabel, outcome: outcome)
+      timeoutAt: try optionalInteger(11, "timeout_at"), waitLabel: waitLabel, outcome: outcome,
+      overtime: try flag(14, "overtime"),
+      warnAtSeconds: try optionalInteger(15, "warn_at_seconds").map { Int($0) },
+      dangerAtSeconds: try optionalInteger(16, "danger_at_seconds").map { Int($0) },
+      overMs: try optionalInteger(17, "over_ms"), message: try optionalText(18, "message"),
+      blackout: try flag(19, "blackout"))
     do throws(SessionRecord.Damage) {
       return StoredSession(id: id, record: try SessionRecord(validating: fields), keyHash: keyHash)
     } catch {

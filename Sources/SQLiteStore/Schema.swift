@@ -21,9 +21,16 @@
 ///   `Idempotency-Key`, kept a day (`SQLiteStore+Idempotency.swift`).
 /// - Version 6: `outbox`, the webhook events recorded with their changes and
 ///   not yet delivered (`SQLiteStore+Outbox.swift`).
+/// - Version 7: the stage (overtime, levels, message, blackout). `sessions` is
+///   rebuilt again, since its phase CHECK must take `overtime`, with
+///   `overtime`, `warn_at_seconds`, `danger_at_seconds`, `over_ms`, `message`
+///   and `blackout`; every older row had none of them, so it copies with
+///   `overtime` and `blackout` off and the rest null. `damaged_sessions` and
+///   `idempotency` get the same columns, and a row the new CHECK would refuse
+///   is set aside, as version 4 did.
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 6
+  static let version: Int64 = 7
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -89,6 +96,55 @@ enum Schema {
     """,
     IdempotencyStatements.createTable,
     OutboxStatements.createTable,
+    """
+    CREATE TABLE sessions_v7 (
+      id TEXT PRIMARY KEY NOT NULL,
+      phase TEXT NOT NULL
+        CHECK (phase IN ('idle', 'running', 'paused', 'finished', 'waiting', 'overtime')),
+      duration INTEGER NOT NULL,
+      ends_at INTEGER,
+      remaining_ms INTEGER,
+      finished_label TEXT,
+      seq INTEGER NOT NULL,
+      revision INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      key_hash BLOB CHECK (key_hash IS NULL OR length(key_hash) = 32),
+      started_at INTEGER,
+      timeout_at INTEGER,
+      wait_label TEXT,
+      outcome TEXT,
+      overtime INTEGER NOT NULL DEFAULT 0,
+      warn_at_seconds INTEGER,
+      danger_at_seconds INTEGER,
+      over_ms INTEGER,
+      message TEXT,
+      blackout INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    ALTER TABLE damaged_sessions ADD COLUMN overtime;
+    ALTER TABLE damaged_sessions ADD COLUMN warn_at_seconds;
+    ALTER TABLE damaged_sessions ADD COLUMN danger_at_seconds;
+    ALTER TABLE damaged_sessions ADD COLUMN over_ms;
+    ALTER TABLE damaged_sessions ADD COLUMN message;
+    ALTER TABLE damaged_sessions ADD COLUMN blackout;
+    INSERT INTO sessions_v7 (id, phase, duration, ends_at, remaining_ms, finished_label, seq,
+                             revision, updated_at, key_hash, started_at, timeout_at, wait_label,
+                             outcome)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, started_at, timeout_at, wait_label, outcome
+      FROM sessions
+      WHERE phase IN ('idle', 'running', 'paused', 'finished', 'waiting', 'overtime');
+    INSERT INTO damaged_sessions (id, phase, duration, ends_at, remaining_ms, finished_label,
+                                  seq, revision, updated_at, key_hash, reason, set_aside_at,
+                                  started_at, timeout_at, wait_label, outcome)
+      SELECT id, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
+             updated_at, key_hash, 'unknown phase', CAST(strftime('%s', 'now') AS INTEGER) * 1000,
+             started_at, timeout_at, wait_label, outcome
+      FROM sessions
+      WHERE phase IS NULL
+        OR phase NOT IN ('idle', 'running', 'paused', 'finished', 'waiting', 'overtime');
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v7 RENAME TO sessions;
+    """ + IdempotencyStatements.stageColumns,
   ]
 
   /// The columns `sessions` has from each version on: a file that lacks one
@@ -99,6 +155,9 @@ enum Schema {
       "updated_at",
     ].map { ($0, 1) } + [("key_hash", 2)]
     + ["started_at", "timeout_at", "wait_label", "outcome"].map { ($0, 4) }
+    + ["overtime", "warn_at_seconds", "danger_at_seconds", "over_ms", "message", "blackout"].map {
+      ($0, 7)
+    }
 
   static func userVersion(_ connection: Connection) throws(StoreError) -> Int64 {
     var version: Int64 = 0

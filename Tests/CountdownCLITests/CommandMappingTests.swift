@@ -25,7 +25,7 @@ import Testing
     calendar.timeZone = TimeZone(identifier: "UTC")!
     let now = Date(timeIntervalSince1970: 1_796_024_361)  // 2026-11-30 07:39:21 UTC
     guard
-      case .startUntil(let ms, nil) = try oneShot(
+      case .startUntil(let ms, nil, _) = try oneShot(
         .start(seconds: nil, until: "18:30", finishLabel: nil), now: now, calendar: calendar)
     else {
       Issue.record("not a start until")

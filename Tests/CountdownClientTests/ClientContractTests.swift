@@ -38,7 +38,7 @@ struct ClientContractTests {
     let ops = Set(try #require(try Self.contract()["ops"] as? [String]))
     let sent: [Command] = [
       .start(), .startUntil(epochMs: 0), .pause, .resume, .adjust(seconds: 1), .cancel, .wait(),
-      .done(), .fail(), .rotateKey,
+      .done(), .fail(), .rotateKey, .stop, .message(nil), .blackout(true),
     ]
     #expect(Set(sent.map(\.op)).isSubset(of: ops))
     #expect(ops.subtracting(sent.map(\.op)) == ["ping", "auth"])

@@ -270,7 +270,10 @@ import Testing
   }
 
   /// A sessions table that lacks a column is refused with the column's name, and left unchanged.
-  @Test(arguments: ["updated_at", "key_hash", "finished_label", "started_at", "outcome"])
+  @Test(arguments: [
+    "updated_at", "key_hash", "finished_label", "started_at", "outcome", "message", "blackout",
+    "over_ms",
+  ])
   func refusesAMissingColumn(column: String) throws {
     let fixture = try Fixture()
     defer { fixture.finish() }

@@ -413,7 +413,7 @@ final class Wakes: Sendable {
         """)
     #expect(try rawUserVersion(path) == 5)
     let store = try SQLiteStore.open(path: path)
-    #expect(try rawUserVersion(path) == 6)
+    #expect(try rawUserVersion(path) == Schema.version)
     #expect(try store.load().sessions.map(\.record) == [started()])
     #expect(try store.loadAnswers(now: t0).answers.count == 1)
     let completions = Completions()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import re
 import shlex
 import signal
@@ -640,3 +641,62 @@ def test_install_puts_countdown_next_to_the_server(tmp_path):
     assert os.access(installed, os.X_OK)
     r = subprocess.run([str(installed), "--help"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and "run URL" in r.stdout
+
+
+def test_a_talk_from_the_command_line():
+    """README's Running a talk with the built binary on a --control key server: start with
+    overtime and levels, a message and a blackout (refused without the key), `watch`
+    through a pipe printing the level, message and blackout and counting up second by
+    second in overtime, then `stop`, after which `watch --exit-on-finish` exits 0."""
+    srv = start_server("--control", "key")
+    try:
+        session = "talk" + uuid.uuid4().hex[:8]
+        url = page_url(srv, session)
+        key = asyncio.run(_controller_key(srv, session))
+        env = {"COUNTDOWN_TOKEN": key}
+        refused = cli("message", url, "Wrap up")
+        assert refused.returncode == 1 and "forbidden" in refused.stderr, refused
+        started = cli("start", url, "--seconds", "2", "--overtime", "--warn", "60", "--danger", "30", env=env)
+        assert started.returncode == 0, started
+        assert started.stdout == "running  2  danger\n", started.stdout
+        said = cli("message", url, "Wrap up", env=env)
+        assert said.returncode == 0 and said.stdout.endswith("  “Wrap up”\n"), said
+        dark = cli("blackout", url, "on", env=env)
+        assert dark.returncode == 0 and dark.stdout.endswith("“Wrap up”  blackout\n"), dark
+        watch = subprocess.Popen([cli_binary(), "watch", url, "--exit-on-finish"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        lines: list[str] = []
+        over = re.compile(r"overtime  \+(\d+)  over  “Wrap up”  blackout")
+        counted: list[int] = []
+        try:
+            # A pipe's line cannot be awaited with a timeout but through a thread.
+            read = queue.Queue()
+            threading.Thread(target=lambda: [read.put(x) for x in watch.stdout], daemon=True).start()
+            while len(counted) < 2:
+                line = read.get(timeout=10).rstrip("\n")
+                lines.append(line)
+                if m := over.fullmatch(line):
+                    counted.append(int(m.group(1)))
+            assert counted[1] == counted[0] + 1, lines
+            stopped = cli("stop", url, env=env)
+            assert stopped.returncode == 0, stopped
+            assert stopped.stdout == "finished  Countdown finished  stopped  “Wrap up”  blackout\n", stopped
+            assert watch.wait(timeout=10) == 0, watch.stderr.read()
+            while not (line := read.get(timeout=10).rstrip("\n")).startswith("finished"):
+                lines.append(line)
+            lines.append(line)
+        finally:
+            if watch.poll() is None:
+                watch.kill()
+                watch.wait()
+        assert lines[-1] == "finished  Countdown finished  stopped  “Wrap up”  blackout", lines
+        assert cli("blackout", url, "maybe", env=env).returncode == 2
+    finally:
+        srv.stop_and_check()
+
+
+async def _controller_key(srv, session: str) -> str:
+    host = await Client.connect(srv.ws_url(session))
+    key = host.snapshot["key"]
+    await host.close()
+    return key

@@ -185,3 +185,61 @@ def iso_ms(text: str) -> int:
     """`2026-12-01T18:30:00.250Z` as epoch ms."""
     moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     return round(moment.timestamp() * 1000)
+
+
+@run_async
+async def test_stage_events_and_the_overtime_cap_on_the_sqlite_path(data_dir, receiver):
+    """stop reports session.finished (stopped, with overMs), message and blackout their
+    own types, and reaching overtime nothing; an overtime run (adjusted to 20 s short of
+    the day's cap) that passes the cap while the server is down finishes at start-up as
+    stopped, stamped at overSince + 1 day, with overMs a day, once."""
+    talk, capped = sid("s"), sid("c")
+    srv = server(data_dir, receiver)
+    try:
+        c = await Client.connect(srv.ws_url(talk))
+        await c.command({"op": "message", "text": "Wrap up"})
+        await c.command({"op": "blackout", "on": True})
+        await c.command({"op": "start", "seconds": 1, "overtime": True})
+        await c.wait_phase("overtime", timeout=3)
+        stop, _ = await c.command({"op": "stop"})
+        await c.close()
+        d = await Client.connect(srv.ws_url(capped))
+        started, _ = await d.command({"op": "start", "seconds": 1, "overtime": True})
+        await d.wait_phase("overtime", timeout=3)
+        moved, _ = await d.command({"op": "adjust", "seconds": -86_380})
+        assert moved["overSince"] == started["endsAt"] - 86_380_000, moved
+        await d.close()
+        events = receiver.wait_for(
+            lambda ev: all(of(ev, talk, t) for t in ("session.message", "session.blackout", "session.finished")),
+            "the message, the blackout and the stop's finish")
+    finally:
+        crash(srv)
+    message = of(events, talk, "session.message")[0]["body"]
+    assert message["data"]["state"]["message"] == "Wrap up", message
+    blackout = of(events, talk, "session.blackout")[0]["body"]
+    assert blackout["data"]["state"]["blackout"] is True, blackout
+    finished = of(events, talk, "session.finished")[0]["body"]
+    assert finished["data"]["outcome"] == "stopped", finished
+    assert finished["data"]["state"]["overMs"] == stop["overMs"] > 0, (finished, stop)
+    # Reaching overtime is no command and no finish: nothing is reported for it.
+    assert not of(events, capped, "session.finished"), events
+    day = 86_400_000
+    srv = server(data_dir, receiver, "--port", str(srv.port), "--test-clock-offset-ms", "30000")
+    try:
+        events = receiver.wait_for(lambda ev: of(ev, capped, "session.finished"), "the capped overtime")
+        body = of(events, capped, "session.finished")[0]["body"]
+        assert body["data"]["outcome"] == "stopped", body
+        assert body["data"]["state"]["overMs"] == day, body
+        assert iso_ms(body["timestamp"]) == moved["overSince"] + day, (body, moved)
+        wait_outbox_empty(data_dir)
+    finally:
+        srv.stop_and_check()
+    srv = server(data_dir, receiver, "--port", str(srv.port), "--test-clock-offset-ms", "40000")
+    try:
+        back = await Client.connect(srv.ws_url(capped))
+        assert back.snapshot["state"]["outcome"] == "stopped", back.snapshot
+        await back.close()
+        wait_outbox_empty(data_dir)
+    finally:
+        srv.stop_and_check()
+    assert len(of(receiver.events, capped, "session.finished")) == 1, receiver.events
