@@ -16,12 +16,12 @@ export const CONTRACT = Object.freeze({
   "errorEchoMaxLength": 32,
   "finishedLabelMaxLength": 64,
   "maxMessageBytes": 4096,
-  "phases": ["idle", "running", "paused", "finished", "waiting"],
-  "labels": { "idle": "Ready", "finished": "Countdown finished", "waiting": "Waiting", "done": "Done", "failed": "Failed", "timeout": "Timed out" },
-  "outcomes": ["elapsed", "done", "failed", "timeout"],
+  "phases": ["idle", "running", "paused", "finished", "waiting", "overtime"],
+  "labels": { "idle": "Ready", "finished": "Countdown finished", "waiting": "Waiting", "done": "Done", "failed": "Failed", "timeout": "Timed out", "stopped": "Countdown finished" },
+  "outcomes": ["elapsed", "done", "failed", "timeout", "stopped"],
   "timeoutSeconds": { "min": 1, "max": 86400 },
   "waitLabelMaxLength": 64,
-  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key", "wait", "done", "fail"],
+  "ops": ["start", "cancel", "pause", "resume", "adjust", "ping", "auth", "rotate_key", "wait", "done", "fail", "stop", "message", "blackout"],
   "errorCodes": [
     "bad_json", "bad_request", "busy", "not_running", "not_paused", "rate_limited",
     "forbidden", "too_many_sessions", "unavailable", "outcome_unknown", "not_waiting"
@@ -36,5 +36,9 @@ export const CONTRACT = Object.freeze({
     "tryAgainLater": 1013
   },
   "noRetryReason": "no-retry",
-  "qrTextMaxBytes": 512
+  "qrTextMaxBytes": 512,
+  "levels": ["normal", "warning", "danger", "over"],
+  "levelSeconds": { "min": 1, "max": 86400 },
+  "messageMaxLength": 140,
+  "maxOvertimeSeconds": 86400
 });
