@@ -35,10 +35,10 @@ export const CONTRACT = Object.freeze({
     "internalError": 1011,
     "tryAgainLater": 1013
   },
-  "noRetryReason": "no-retry",
-  "qrTextMaxBytes": 512,
   "levels": ["normal", "warning", "danger", "over"],
   "levelSeconds": { "min": 1, "max": 86400 },
   "messageMaxLength": 140,
-  "maxOvertimeSeconds": 86400
+  "maxOvertimeSeconds": 86400,
+  "noRetryReason": "no-retry",
+  "qrTextMaxBytes": 512
 });

@@ -24,11 +24,29 @@ public struct CountdownState: Equatable, Sendable {
   public var timeoutAt: Int64?
   /// How the session ended, while finished.
   public var outcome: Outcome?
+  /// How near the end the run is: the colour every screen shows.
+  public var level: Level
+  /// The deadline an overtime run passed, while in overtime.
+  public var overSince: Int64?
+  /// How far past zero a stopped run went, once stopped.
+  public var overMs: Int64?
+  /// The run counts on into overtime at zero.
+  public var overtime: Bool
+  /// The run's level times, while it runs, is paused or in overtime.
+  public var warnAtSeconds: Int?
+  public var dangerAtSeconds: Int?
+  /// The presenter's message.
+  public var message: String?
+  /// Every viewer's screen but the controller's is blank.
+  public var blackout: Bool
 
   public init(
     phase: Phase, spinner: Bool, enabled: Bool, label: String, remaining: Int, duration: Int,
     endsAt: Int64?, remainingMs: Int64? = nil, viewers: Int, stale: Bool = false,
-    startedAt: Int64? = nil, timeoutAt: Int64? = nil, outcome: Outcome? = nil
+    startedAt: Int64? = nil, timeoutAt: Int64? = nil, outcome: Outcome? = nil,
+    level: Level = .normal, overSince: Int64? = nil, overMs: Int64? = nil, overtime: Bool = false,
+    warnAtSeconds: Int? = nil, dangerAtSeconds: Int? = nil, message: String? = nil,
+    blackout: Bool = false
   ) {
     self.phase = phase
     self.spinner = spinner
@@ -43,6 +61,14 @@ public struct CountdownState: Equatable, Sendable {
     self.startedAt = startedAt
     self.timeoutAt = timeoutAt
     self.outcome = outcome
+    self.level = level
+    self.overSince = overSince
+    self.overMs = overMs
+    self.overtime = overtime
+    self.warnAtSeconds = warnAtSeconds
+    self.dangerAtSeconds = dangerAtSeconds
+    self.message = message
+    self.blackout = blackout
   }
 
   /// The fields whose values differ between two states.
@@ -61,6 +87,14 @@ public struct CountdownState: Equatable, Sendable {
     if startedAt != old.startedAt { set.insert(.startedAt) }
     if timeoutAt != old.timeoutAt { set.insert(.timeoutAt) }
     if outcome != old.outcome { set.insert(.outcome) }
+    if level != old.level { set.insert(.level) }
+    if overSince != old.overSince { set.insert(.overSince) }
+    if overMs != old.overMs { set.insert(.overMs) }
+    if overtime != old.overtime { set.insert(.overtime) }
+    if warnAtSeconds != old.warnAtSeconds { set.insert(.warnAtSeconds) }
+    if dangerAtSeconds != old.dangerAtSeconds { set.insert(.dangerAtSeconds) }
+    if message != old.message { set.insert(.message) }
+    if blackout != old.blackout { set.insert(.blackout) }
     return set
   }
 }

@@ -1,7 +1,7 @@
 /// A set of state fields, one bit each: what a patch carries.
 public struct FieldSet: OptionSet, Hashable, Sendable {
-  public let rawValue: UInt16
-  public init(rawValue: UInt16) { self.rawValue = rawValue }
+  public let rawValue: UInt32
+  public init(rawValue: UInt32) { self.rawValue = rawValue }
 
   public static let phase = FieldSet(rawValue: 1 << 0)
   public static let spinner = FieldSet(rawValue: 1 << 1)
@@ -16,6 +16,14 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let startedAt = FieldSet(rawValue: 1 << 10)
   public static let timeoutAt = FieldSet(rawValue: 1 << 11)
   public static let outcome = FieldSet(rawValue: 1 << 12)
+  public static let level = FieldSet(rawValue: 1 << 13)
+  public static let overSince = FieldSet(rawValue: 1 << 14)
+  public static let overMs = FieldSet(rawValue: 1 << 15)
+  public static let overtime = FieldSet(rawValue: 1 << 16)
+  public static let warnAtSeconds = FieldSet(rawValue: 1 << 17)
+  public static let dangerAtSeconds = FieldSet(rawValue: 1 << 18)
+  public static let message = FieldSet(rawValue: 1 << 19)
+  public static let blackout = FieldSet(rawValue: 1 << 20)
 
-  public static let all: FieldSet = FieldSet(rawValue: 0x1FFF)
+  public static let all: FieldSet = FieldSet(rawValue: 1 << 21 - 1)
 }

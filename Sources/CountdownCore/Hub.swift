@@ -624,7 +624,7 @@ public final class Hub {
     _ handle: SessionHandle, now: Int64
   ) -> (record: SessionRecord, deadline: Int64)? {
     let phase = sessions[handle].machine.phase
-    guard phase == .running || phase == .waiting else { return nil }
+    guard phase == .running || phase == .waiting || phase == .overtime else { return nil }
     let record = sessions[handle].machine.record
     return record.finishedByItself(by: now).map { (record, $0) }
   }
@@ -884,8 +884,11 @@ extension Hub.Reply {
 }
 
 extension Phase {
-  /// A run (running or paused) or a wait counts against the address that started it.
-  var holdsAddressPlace: Bool { self == .running || self == .paused || self == .waiting }
+  /// A run (running, paused or in overtime) or a wait counts against the
+  /// address that started it.
+  var holdsAddressPlace: Bool {
+    self == .running || self == .paused || self == .waiting || self == .overtime
+  }
 
   /// Position in `Phase.allCases`, for per-phase counters.
   var index: Int {
@@ -895,6 +898,7 @@ extension Phase {
     case .paused: 2
     case .finished: 3
     case .waiting: 4
+    case .overtime: 5
     }
   }
 }

@@ -110,16 +110,29 @@ extension SessionCommand {
   /// anew for each request, so only its op counts.
   public var fingerprint: String {
     switch self {
-    case .start(.seconds(let seconds), let label): "start seconds \(seconds) \(label ?? "")"
-    case .start(.until(let deadline), let label): "start until \(deadline) \(label ?? "")"
-    case .cancel, .pause, .resume, .rotateKey: op.rawValue
+    case .start(.seconds(let seconds), let label, let options):
+      "start seconds \(seconds) \(label ?? "")\(Self.fingerprint(options))"
+    case .start(.until(let deadline), let label, let options):
+      "start until \(deadline) \(label ?? "")\(Self.fingerprint(options))"
+    case .cancel, .pause, .resume, .rotateKey, .stop: op.rawValue
     case .adjust(let seconds): "adjust \(seconds)"
     // Labels hold no control characters, so a tab cannot be inside one.
     case .wait(let label, let timeoutSeconds, let timeoutLabel):
       "wait \(timeoutSeconds.map(String.init) ?? "-")\t\(label ?? "")\t\(timeoutLabel ?? "")"
     case .done(let label): "done \(label ?? "")"
     case .fail(let label): "fail \(label ?? "")"
+    case .message(let text): text.map { "message \($0)" } ?? "message"
+    case .blackout(let on): "blackout \(on)"
     }
+  }
+
+  /// A start's options after a tab, or nothing for none, so a plain start's
+  /// fingerprint stays what earlier versions stored.
+  private static func fingerprint(_ options: RunOptions) -> String {
+    guard options != .none else { return "" }
+    let warn = options.warnAtSeconds.map(String.init) ?? "-"
+    let danger = options.dangerAtSeconds.map(String.init) ?? "-"
+    return "\t\(options.overtime ? "overtime" : "-") \(warn) \(danger)"
   }
 
   /// Whether stored text can be a fingerprint: an op's name first, and no
@@ -127,7 +140,8 @@ extension SessionCommand {
   static func isFingerprint(_ text: String) -> Bool {
     let op = text.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
     return Op(rawValue: op) != nil
-      && text.utf8.count <= 64 + 2 * SessionConfig.maxFinishedLabelLength * 4
+      && text.utf8.count
+        <= 64 + max(2 * SessionConfig.maxFinishedLabelLength, SessionRecord.maxMessageLength) * 4
   }
 }
 

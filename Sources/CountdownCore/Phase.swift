@@ -7,6 +7,9 @@ public enum Phase: String, Equatable, Sendable, CaseIterable {
   /// The seed's spinner with no deadline: a job outside (a deploy, a CI run)
   /// ends it with `done` or `fail`, or its own timeout does.
   case waiting
+  /// A run started with `overtime` reached zero and counts up from its
+  /// deadline, until a `stop` or `cancel` (or a day over).
+  case overtime
 }
 
 /// How a finished session came to its end: what a viewer shows in words and colour.
@@ -17,4 +20,15 @@ public enum Outcome: String, Equatable, Sendable, CaseIterable {
   case failed
   /// A wait reached its `timeoutAt`.
   case timeout
+  /// A run ended by `stop` (before zero or in overtime), or a day into overtime.
+  case stopped
+}
+
+/// How near the end a run is, for the colour every screen shows.
+public enum Level: String, Equatable, Sendable, CaseIterable {
+  case normal
+  case warning
+  case danger
+  /// In overtime.
+  case over
 }

@@ -5,8 +5,14 @@
 /// switch over it is exhaustive, so the compiler names each place to change.
 public enum SessionCommand: Equatable, Sendable {
   /// `length` is already resolved: a start that named no length has the server's default.
-  case start(StartLength, finishedLabel: String?)
+  case start(StartLength, finishedLabel: String?, options: RunOptions = .none)
   case cancel
+  /// Ends a run (before zero or in overtime) with outcome `stopped`.
+  case stop
+  /// Sets the presenter's message, or clears it (nil).
+  case message(String?)
+  /// Blanks every viewer's screen, or shows them again.
+  case blackout(Bool)
   case pause
   case resume
   /// Moves the deadline (or the frozen time left) by this many seconds, either way.
@@ -33,6 +39,9 @@ public enum SessionCommand: Equatable, Sendable {
     case wait
     case done
     case fail
+    case stop
+    case message
+    case blackout
   }
 
   public var op: Op {
@@ -46,6 +55,9 @@ public enum SessionCommand: Equatable, Sendable {
     case .wait: .wait
     case .done: .done
     case .fail: .fail
+    case .stop: .stop
+    case .message: .message
+    case .blackout: .blackout
     }
   }
 
@@ -54,7 +66,8 @@ public enum SessionCommand: Equatable, Sendable {
   public var takesAddressPlace: Bool {
     switch self {
     case .start, .wait: true
-    case .cancel, .pause, .resume, .adjust, .rotateKey, .done, .fail: false
+    case .cancel, .pause, .resume, .adjust, .rotateKey, .done, .fail, .stop, .message, .blackout:
+      false
     }
   }
 }

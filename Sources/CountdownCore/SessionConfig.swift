@@ -28,7 +28,7 @@ public struct SessionConfig: Equatable, Sendable {
   /// The label a finished session shows when nothing named its own.
   public func finishedLabel(for outcome: Outcome) -> String {
     switch outcome {
-    case .elapsed: finishedLabel
+    case .elapsed, .stopped: finishedLabel
     case .done: doneLabel
     case .failed: failedLabel
     case .timeout: timeoutLabel

@@ -23,12 +23,22 @@ extension SessionRecord {
     public var timeoutAt: Int64?
     public var waitLabel: String?
     public var outcome: Outcome?
+    /// The run's options (running, paused, overtime only); the overtime
+    /// phase keeps its `overSince` in `endsAt`, the deadline it passed.
+    public var overtime: Bool
+    public var warnAtSeconds: Int?
+    public var dangerAtSeconds: Int?
+    public var overMs: Int64?
+    public var message: String?
+    public var blackout: Bool
 
     public init(
       phase: Phase = .idle, duration: Int = 0, endsAt: Int64? = nil, remainingMs: Int64? = nil,
       finishedLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0,
       startedAt: Int64? = nil, timeoutAt: Int64? = nil, waitLabel: String? = nil,
-      outcome: Outcome? = nil
+      outcome: Outcome? = nil, overtime: Bool = false, warnAtSeconds: Int? = nil,
+      dangerAtSeconds: Int? = nil, overMs: Int64? = nil, message: String? = nil,
+      blackout: Bool = false
     ) {
       self.phase = phase
       self.duration = duration
@@ -42,6 +52,12 @@ extension SessionRecord {
       self.timeoutAt = timeoutAt
       self.waitLabel = waitLabel
       self.outcome = outcome
+      self.overtime = overtime
+      self.warnAtSeconds = warnAtSeconds
+      self.dangerAtSeconds = dangerAtSeconds
+      self.overMs = overMs
+      self.message = message
+      self.blackout = blackout
     }
 
     /// Why these fields are no record, or nil when `init(validating:)` takes them.
@@ -58,9 +74,11 @@ extension SessionRecord {
   /// The flat view, for storage to write.
   public var fields: Fields {
     Fields(
-      phase: phase, duration: duration, endsAt: endsAt, remainingMs: remainingMs,
+      phase: phase, duration: duration, endsAt: endsAt ?? overSince, remainingMs: remainingMs,
       finishedLabel: finishedLabel, seq: seq, revision: revision, updatedAt: updatedAt,
-      startedAt: startedAt, timeoutAt: timeoutAt, waitLabel: waitLabel, outcome: outcome)
+      startedAt: startedAt, timeoutAt: timeoutAt, waitLabel: waitLabel, outcome: outcome,
+      overtime: run.overtime, warnAtSeconds: run.warnAtSeconds,
+      dangerAtSeconds: run.dangerAtSeconds, overMs: overMs, message: message, blackout: blackout)
   }
 
   /// The one way in from storage: every field in range and agreeing with its
@@ -91,6 +109,27 @@ extension SessionRecord {
     }
     guard fields.phase == .waiting || (fields.startedAt == nil && fields.timeoutAt == nil) else {
       throw Damage("only a waiting record holds startedAt or timeoutAt")
+    }
+    if let message = fields.message, !Self.isValidMessage(message) {
+      throw Damage("message is not 1 to \(Self.maxMessageLength) characters of text")
+    }
+    let run = RunOptions(
+      overtime: fields.overtime, warnAtSeconds: fields.warnAtSeconds,
+      dangerAtSeconds: fields.dangerAtSeconds)
+    if let problem = run.problem { throw Damage(problem) }
+    let holdsRun = [.running, .paused, .overtime].contains(fields.phase)
+    guard holdsRun || run == .none else {
+      throw Damage("only a running, paused or overtime record holds overtime or levels")
+    }
+    guard fields.phase != .overtime || fields.overtime else {
+      throw Damage("an overtime record must have overtime on")
+    }
+    if fields.outcome == .stopped {
+      guard let overMs = fields.overMs, (0...Self.maxOvertimeMs).contains(overMs) else {
+        throw Damage("a stopped record needs overMs from 0 to \(Self.maxOvertimeMs)")
+      }
+    } else if fields.overMs != nil {
+      throw Damage("only a stopped record holds overMs")
     }
     let status: Status
     switch fields.phase {
@@ -126,6 +165,19 @@ extension SessionRecord {
         else { throw Damage("a waiting record's timeoutAt is not 1 s to 1 day after startedAt") }
       }
       status = .waiting(startedAt: startedAt, timeoutAt: fields.timeoutAt)
+    case .overtime:
+      // A run's record is written when a command changes it, so the deadline
+      // it passed may be after the record's time (as a running one's may),
+      // or up to a day before it. Both are in range: no overflow.
+      guard let since = fields.endsAt, Self.epochMsRange.contains(since), fields.remainingMs == nil,
+        since - fields.updatedAt <= Self.aheadMsRange.upperBound,
+        fields.updatedAt - since < Self.maxOvertimeMs
+      else {
+        throw Damage(
+          "an overtime record needs endsAt (its overSince) in range, no more than 30 days after "
+            + "updatedAt or a day before it, and no remainingMs")
+      }
+      status = .overtime(since: since)
     case .idle, .finished:
       guard fields.endsAt == nil, fields.remainingMs == nil else {
         throw Damage("an \(fields.phase.rawValue) record holds no endsAt or remainingMs")
@@ -135,6 +187,7 @@ extension SessionRecord {
     self.init(
       status, duration: fields.duration, finishedLabel: fields.finishedLabel,
       waitLabel: fields.waitLabel, seq: fields.seq, revision: fields.revision,
-      updatedAt: fields.updatedAt)
+      updatedAt: fields.updatedAt, run: run, overMs: fields.overMs, message: fields.message,
+      blackout: fields.blackout)
   }
 }

@@ -8,8 +8,17 @@ extension SessionRecord {
   public func settled(at now: Int64) -> SessionRecord {
     var copy = self
     switch status {
+    case .running(let endsAt) where endsAt <= now && run.overtime:
+      copy.status = .overtime(since: endsAt)
+      return copy.settled(at: now)
     case .running(let endsAt) where endsAt <= now:
       copy.status = .finished(.elapsed)
+      copy.run = .none
+    case .overtime(let since)
+    where Self.span(from: since, to: now).map { $0 >= Self.maxOvertimeMs } ?? (now > since):
+      copy.status = .finished(.stopped)
+      copy.overMs = Self.maxOvertimeMs
+      copy.run = .none
     case .waiting(_, let timeoutAt?) where timeoutAt <= now:
       copy.status = .finished(.timeout)
       copy.waitLabel = nil
@@ -33,10 +42,12 @@ extension SessionRecord {
     guard Self.epochMsRange.contains(at) else { return .failure(.unavailable) }
     var next = settled(at: at)
     switch (command, next.status) {
-    case (.start, .running), (.start, .paused), (.start, .waiting):
+    case (.start, .running), (.start, .paused), (.start, .waiting), (.start, .overtime):
       return .failure(.busy)
-    case (.start(let length, let label), .idle), (.start(let length, let label), .finished):
+    case (.start(let length, let label, let options), .idle),
+      (.start(let length, let label, let options), .finished):
       if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
+      guard options.isValid else { return .failure(.badRequest) }
       let endsAt: Int64
       switch length {
       case .seconds(let seconds):
@@ -53,28 +64,50 @@ extension SessionRecord {
       next.status = .running(endsAt: endsAt)
       next.duration = Int(Self.wholeSeconds(endsAt - at))
       next.finishedLabel = label
-    case (.cancel, .running), (.cancel, .paused), (.cancel, .waiting):
+      next.run = options
+      next.overMs = nil
+    case (.cancel, .running), (.cancel, .paused), (.cancel, .waiting), (.cancel, .overtime):
       next.status = .idle
       next.waitLabel = nil
+      next.run = .none
     case (.cancel, .idle), (.cancel, .finished):
       return .failure(.notRunning)
+    case (.stop, .running), (.stop, .paused):
+      next.status = .finished(.stopped)
+      next.overMs = 0
+      next.run = .none
+    case (.stop, .overtime(let since)):
+      next.status = .finished(.stopped)
+      // Settled at `at`, so less than a day has passed since the deadline.
+      next.overMs = max(0, at - since)
+      next.run = .none
+    case (.stop, .idle), (.stop, .finished), (.stop, .waiting):
+      return .failure(.notRunning)
+    case (.message(let text), _):
+      if let text, !Self.isValidMessage(text) { return .failure(.badRequest) }
+      next.message = text
+    case (.blackout(let on), _):
+      next.blackout = on
     case (.pause, .running(let endsAt)):
       // A clock stepped back by weeks could leave more than a run may hold.
       guard let left = Self.span(from: at, to: endsAt) else { return .failure(.badRequest) }
       next.status = .paused(remainingMs: min(left, Self.aheadMsRange.upperBound))
-    case (.pause, .idle), (.pause, .paused), (.pause, .finished), (.pause, .waiting):
+    case (.pause, .idle), (.pause, .paused), (.pause, .finished), (.pause, .waiting),
+      (.pause, .overtime):
       return .failure(.notRunning)
     case (.resume, .paused(let left)):
       guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
       next.status = .running(endsAt: endsAt)
-    case (.resume, .idle), (.resume, .running), (.resume, .finished), (.resume, .waiting):
+    case (.resume, .idle), (.resume, .running), (.resume, .finished), (.resume, .waiting),
+      (.resume, .overtime):
       return .failure(.notPaused)
-    case (.adjust(let seconds), .running), (.adjust(let seconds), .paused):
+    case (.adjust(let seconds), .running), (.adjust(let seconds), .paused),
+      (.adjust(let seconds), .overtime):
       guard seconds != 0, Self.adjustRange.contains(seconds) else { return .failure(.badRequest) }
       let delta = Int64(seconds) * 1000
       let before: Int64?
       switch next.status {
-      case .running(let endsAt): before = Self.span(from: at, to: endsAt)
+      case .running(let endsAt), .overtime(let endsAt): before = Self.span(from: at, to: endsAt)
       case .paused(let remainingMs): before = remainingMs
       case .idle, .finished, .waiting: before = nil
       }
@@ -84,17 +117,24 @@ extension SessionRecord {
       // Clamped both ways, so a run adjusted for ever never leaves what storage keeps.
       next.duration = min(
         Self.durationRange.upperBound, max(Self.durationRange.lowerBound, next.duration + seconds))
-      if left <= 0 {
+      if left <= 0 && next.run.overtime {
+        // Counts on from the deadline the adjustment implies.
+        guard left > -Self.maxOvertimeMs, let since = Self.moment(at, plusMs: left) else {
+          return .failure(.badRequest)
+        }
+        next.status = .overtime(since: since)
+      } else if left <= 0 {
         next.status = .finished(.elapsed)
-      } else if case .running = next.status {
+        next.run = .none
+      } else if case .paused = next.status {
+        next.status = .paused(remainingMs: left)
+      } else {
         guard let endsAt = Self.moment(at, plusMs: left) else { return .failure(.badRequest) }
         next.status = .running(endsAt: endsAt)
-      } else {
-        next.status = .paused(remainingMs: left)
       }
     case (.adjust, .idle), (.adjust, .finished), (.adjust, .waiting):
       return .failure(.notRunning)
-    case (.wait, .running), (.wait, .paused), (.wait, .waiting):
+    case (.wait, .running), (.wait, .paused), (.wait, .waiting), (.wait, .overtime):
       return .failure(.busy)
     case (.wait(let label, let timeoutSeconds, let timeoutLabel), .idle),
       (.wait(let label, let timeoutSeconds, let timeoutLabel), .finished):
@@ -112,6 +152,7 @@ extension SessionRecord {
       next.duration = 0
       next.waitLabel = label
       next.finishedLabel = timeoutLabel
+      next.overMs = nil
     case (.done(let label), .waiting), (.fail(let label), .waiting):
       if let label, !Self.isValidFinishedLabel(label) { return .failure(.badRequest) }
       if case .done = command {
@@ -122,7 +163,8 @@ extension SessionRecord {
       next.waitLabel = nil
       next.finishedLabel = label
     case (.done, .idle), (.done, .running), (.done, .paused), (.done, .finished),
-      (.fail, .idle), (.fail, .running), (.fail, .paused), (.fail, .finished):
+      (.done, .overtime), (.fail, .idle), (.fail, .running), (.fail, .paused), (.fail, .finished),
+      (.fail, .overtime):
       return .failure(.notWaiting)
     case (.rotateKey, _):
       // The key hash is kept beside the record, not in it; the revision

@@ -16,6 +16,8 @@ public struct SessionRecord: Equatable, Sendable {
     /// Since `startedAt` (epoch ms), until a `done` or `fail`, or `timeoutAt`.
     case waiting(startedAt: Int64, timeoutAt: Int64?)
     case finished(Outcome)
+    /// Past the deadline (`since`, epoch ms) of a run that counts on.
+    case overtime(since: Int64)
   }
 
   public var status: Status
@@ -32,10 +34,19 @@ public struct SessionRecord: Equatable, Sendable {
   public var revision: UInt64
   /// When that command was sequenced (epoch ms); bounds the patches sent since.
   public var updatedAt: Int64
+  /// The run's overtime and levels: `.none` unless running, paused or in overtime.
+  public var run: RunOptions
+  /// How far past zero a `stopped` run went (ms), and only there.
+  public var overMs: Int64?
+  /// The presenter's message, kept across runs until cleared.
+  public var message: String?
+  /// Every viewer's screen is blanked, kept across runs until turned off.
+  public var blackout: Bool
 
   public init(
     _ status: Status = .idle, duration: Int = 0, finishedLabel: String? = nil,
-    waitLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0
+    waitLabel: String? = nil, seq: UInt64 = 0, revision: UInt64 = 0, updatedAt: Int64 = 0,
+    run: RunOptions = .none, overMs: Int64? = nil, message: String? = nil, blackout: Bool = false
   ) {
     self.status = status
     self.duration = duration
@@ -44,6 +55,10 @@ public struct SessionRecord: Equatable, Sendable {
     self.seq = seq
     self.revision = revision
     self.updatedAt = updatedAt
+    self.run = run
+    self.overMs = overMs
+    self.message = message
+    self.blackout = blackout
   }
 
   public var phase: Phase {
@@ -53,6 +68,25 @@ public struct SessionRecord: Equatable, Sendable {
     case .paused: .paused
     case .waiting: .waiting
     case .finished: .finished
+    case .overtime: .overtime
+    }
+  }
+
+  /// The deadline a run in overtime passed.
+  public var overSince: Int64? {
+    if case .overtime(let since) = status { return since }
+    return nil
+  }
+
+  /// When the record finishes by itself if no command comes first: a run
+  /// at its deadline (or a day past it, in overtime), a wait at its timeout.
+  /// `settled(at:)` finishes it then, and Redis's deadline set holds the same moment.
+  public var selfFinishAt: Int64? {
+    switch status {
+    case .running(let endsAt): run.overtime ? endsAt + Self.maxOvertimeMs : endsAt
+    case .overtime(let since): since + Self.maxOvertimeMs
+    case .waiting(_, let timeoutAt): timeoutAt
+    case .idle, .paused, .finished: nil
     }
   }
 
@@ -101,6 +135,11 @@ public struct SessionRecord: Equatable, Sendable {
   /// Seconds a run may count in all, adjustments included: what storage keeps
   /// in a 32-bit column.
   public static let durationRange = 0...Int(Int32.max)
+  /// How long overtime counts before the run stops by itself, so that an
+  /// abandoned session cannot tick for ever.
+  public static let maxOvertimeMs: Int64 = 86_400_000
+  /// The longest presenter message, in Unicode scalars.
+  public static let maxMessageLength = 140
   /// Seq and revision stay exact in a JavaScript number.
   public static let maxCounter: UInt64 = 1 << 53 - 1
 
@@ -108,10 +147,18 @@ public struct SessionRecord: Equatable, Sendable {
   /// control characters (U+0000–U+001F, U+007F), which would reach every
   /// viewer's screen and, with NUL, cut C strings short.
   public static func isValidFinishedLabel(_ label: String) -> Bool {
-    let scalars = label.unicodeScalars
-    guard !scalars.isEmpty, scalars.count <= SessionConfig.maxFinishedLabelLength else {
-      return false
-    }
+    isText(label, maxLength: SessionConfig.maxFinishedLabelLength)
+  }
+
+  /// A presenter message: 1 to 140 characters of text, no control characters.
+  public static func isValidMessage(_ text: String) -> Bool {
+    isText(text, maxLength: maxMessageLength)
+  }
+
+  /// 1 to `maxLength` Unicode scalars, none of them a control character.
+  static func isText(_ text: String, maxLength: Int) -> Bool {
+    let scalars = text.unicodeScalars
+    guard !scalars.isEmpty, scalars.count <= maxLength else { return false }
     return !scalars.contains { $0.value < 0x20 || $0.value == 0x7F }
   }
 

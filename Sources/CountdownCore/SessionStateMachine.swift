@@ -28,12 +28,31 @@ public struct SessionStateMachine: Sendable {
   /// a wait's labels travel with the wait.
   private enum State: Sendable {
     case idle
-    case running(endsAt: Int64, finishedLabel: String?)
-    case paused(remainingMs: Int64, finishedLabel: String?)
+    case running(endsAt: Int64, Run)
+    case paused(remainingMs: Int64, Run)
+    /// Counting up from the deadline the run passed.
+    case overtime(since: Int64, Run)
     /// The rest of a wait is boxed: waits are few, and the box keeps every
     /// session's state no larger than a run's.
     case waiting(startedAt: Int64, Wait)
     case finished(label: String?, outcome: Outcome)
+  }
+
+  /// What a run carries beside its time: its own finished label and options.
+  struct Run: Sendable {
+    var finishedLabel: String?
+    var options: RunOptions
+  }
+
+  /// The presenter's message and blackout, boxed: few sessions have one.
+  final class Notice: Sendable {
+    let message: String?
+    let blackout: Bool
+
+    init(message: String?, blackout: Bool) {
+      self.message = message
+      self.blackout = blackout
+    }
   }
 
   /// A wait's timeout and labels, shared by the copies of one state.
@@ -67,7 +86,12 @@ public struct SessionStateMachine: Sendable {
   private var updatedAt: Int64 = 0
   /// The fields of patch `s` at slot `s % mergeWindow`.
   private var recentFields = InlineArray<8, FieldSet>(repeating: [])
+  /// The message and blackout, when either is set.
+  private var notice: Notice?
+  /// How far past the deadline (`overMs`) a stopped run went, once stopped.
+  private var overMs: Int64?
   /// What viewers were last told; the label is derived from these and `state`.
+  /// In overtime, the whole seconds over.
   private var remaining: Int32 = 0
   private var duration: Int32 = 0
   private var publishedViewers: Int32 = 0
@@ -136,6 +160,7 @@ public struct SessionStateMachine: Sendable {
     case .paused: .paused
     case .waiting: .waiting
     case .finished: .finished
+    case .overtime: .overtime
     }
   }
 
@@ -144,12 +169,15 @@ public struct SessionStateMachine: Sendable {
     let status: SessionRecord.Status
     let label: String?
     var waitLabel: String?
+    var options = RunOptions.none
     switch state {
     case .idle: (status, label) = (.idle, nil)
-    case .running(let endsAt, let finishedLabel):
-      (status, label) = (.running(endsAt: endsAt), finishedLabel)
-    case .paused(let remainingMs, let finishedLabel):
-      (status, label) = (.paused(remainingMs: remainingMs), finishedLabel)
+    case .running(let endsAt, let run):
+      (status, label, options) = (.running(endsAt: endsAt), run.finishedLabel, run.options)
+    case .paused(let remainingMs, let run):
+      (status, label, options) = (.paused(remainingMs: remainingMs), run.finishedLabel, run.options)
+    case .overtime(let since, let run):
+      (status, label, options) = (.overtime(since: since), run.finishedLabel, run.options)
     case .waiting(let startedAt, let wait):
       (status, label) = (
         .waiting(startedAt: startedAt, timeoutAt: wait.timeoutAt), wait.timeoutLabel
@@ -160,25 +188,45 @@ public struct SessionStateMachine: Sendable {
     }
     return SessionRecord(
       status, duration: Int(duration), finishedLabel: label, waitLabel: waitLabel, seq: seq,
-      revision: revision, updatedAt: updatedAt)
+      revision: revision, updatedAt: updatedAt, run: options, overMs: overMs,
+      message: notice?.message, blackout: notice?.blackout ?? false)
   }
 
   /// The state every viewer has been (or is being) sent, at `seq`.
   public var published: CountdownState {
+    var state = phaseState
+    state.message = notice?.message
+    state.blackout = notice?.blackout ?? false
+    return state
+  }
+
+  /// The published state but for the presenter's notice.
+  private var phaseState: CountdownState {
     let settings = config.value
     switch state {
     case .idle:
       return settled(.idle, label: settings.idleLabel)
-    case .running(let endsAt, _):
+    case .running(let endsAt, let run):
       return CountdownState(
         phase: .running, spinner: true, enabled: false, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: endsAt, remainingMs: nil,
-        viewers: Int(publishedViewers), stale: stale)
-    case .paused(let remainingMs, _):
+        viewers: Int(publishedViewers), stale: stale,
+        level: run.options.level(remaining: Int(remaining)), overtime: run.options.overtime,
+        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
+    case .paused(let remainingMs, let run):
       return CountdownState(
         phase: .paused, spinner: false, enabled: true, label: String(remaining),
         remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
-        viewers: Int(publishedViewers), stale: stale)
+        viewers: Int(publishedViewers), stale: stale,
+        level: run.options.level(remaining: Int(remaining)), overtime: run.options.overtime,
+        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
+    case .overtime(let since, let run):
+      return CountdownState(
+        phase: .overtime, spinner: true, enabled: false,
+        label: Self.overtimeLabel(seconds: Int(remaining)), remaining: 0,
+        duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
+        stale: stale, level: .over, overSince: since, overtime: true,
+        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
     case .waiting(let startedAt, let wait):
       return CountdownState(
         phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
@@ -187,8 +235,18 @@ public struct SessionStateMachine: Sendable {
     case .finished(let label, let outcome):
       var state = settled(.finished, label: label ?? settings.finishedLabel(for: outcome))
       state.outcome = outcome
+      state.overMs = overMs
       return state
     }
+  }
+
+  /// The label in overtime: `+` and the seconds over, clock style from a minute.
+  public static func overtimeLabel(seconds: Int) -> String {
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : String(value) }
+    let (hours, minutes, rest) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
+    if hours > 0 { return "+\(hours):\(two(minutes)):\(two(rest))" }
+    if minutes > 0 { return "+\(minutes):\(two(rest))" }
+    return "+\(seconds)"
   }
 
   /// The seed's `hideIndicator`: spinner off, button back.
@@ -230,13 +288,21 @@ public struct SessionStateMachine: Sendable {
     revision = record.revision
     updatedAt = record.updatedAt
     duration = Int32(clamping: record.duration)
+    overMs = record.overMs
+    notice =
+      record.message == nil && !record.blackout
+      ? nil : Notice(message: record.message, blackout: record.blackout)
+    let run = Run(finishedLabel: record.finishedLabel, options: record.run)
     switch record.status {
     case .running(let endsAt):
-      state = .running(endsAt: endsAt, finishedLabel: record.finishedLabel)
+      state = .running(endsAt: endsAt, run)
       remaining = Self.wholeSeconds(from: now, to: endsAt)
     case .paused(let left):
-      state = .paused(remainingMs: left, finishedLabel: record.finishedLabel)
+      state = .paused(remainingMs: left, run)
       remaining = Int32(clamping: SessionRecord.wholeSeconds(left))
+    case .overtime(let since):
+      state = .overtime(since: since, run)
+      remaining = Self.secondsOver(since: since, now: now)
     case .idle:
       state = .idle
       remaining = 0
@@ -279,9 +345,13 @@ public struct SessionStateMachine: Sendable {
     let before = published
     var changed = false
     switch state {
-    case .running(let endsAt, let finishedLabel):
+    case .running(let endsAt, let run) where endsAt <= now && run.options.overtime:
+      // The record's own settling, as for a finish, so every instance agrees.
+      take(record.settled(at: now), now: now)
+      changed = true
+    case .running(let endsAt, let run):
       if endsAt <= now {
-        finish(label: finishedLabel, outcome: .elapsed, now: now)
+        finish(label: run.finishedLabel, outcome: .elapsed, now: now)
         changed = true
       } else {
         // Derived from the deadline, never counted, so late wake-ups cannot drift.
@@ -294,6 +364,16 @@ public struct SessionStateMachine: Sendable {
       // holds this timeoutAt finishes the wait alike.
       finish(label: wait.timeoutLabel, outcome: .timeout, now: now)
       changed = true
+    case .overtime(let since, _):
+      if let end = record.selfFinishAt, end <= now {
+        take(record.settled(at: now), now: now)
+        changed = true
+      } else {
+        // From the deadline, like the countdown's ticks.
+        let next = Self.secondsOver(since: since, now: now)
+        changed = next != remaining
+        remaining = next
+      }
     case .idle, .paused, .waiting, .finished:
       break
     }
@@ -320,8 +400,9 @@ public struct SessionStateMachine: Sendable {
     guard liveViewers == 0 else { return nil }
     let settings = config.value
     switch state {
-    // A wait is someone's job still going: it outlives its viewers, as a run does.
-    case .running, .waiting: return nil
+    // A wait is someone's job still going: it outlives its viewers, as a run
+    // does, and overtime does until its day is over.
+    case .running, .waiting, .overtime: return nil
     case .paused: return settings.keepsControl ? nil : quietSince + settings.pausedExpiryMs
     case .idle, .finished:
       let kept =
@@ -355,9 +436,21 @@ public struct SessionStateMachine: Sendable {
     return Int32(clamping: SessionRecord.wholeSeconds(left))
   }
 
+  /// Whole seconds over from `since` at `now`, clamped to a 32-bit count.
+  static func secondsOver(since: Int64, now: Int64) -> Int32 {
+    let (over, overflow) = now.subtractingReportingOverflow(since)
+    if overflow { return now > since ? .max : 0 }
+    return Int32(clamping: max(0, over) / 1000)
+  }
+
   /// When the next tick (or the finish) of a run is due, or a wait's timeout.
   public var nextTickDue: Int64? {
     if case .waiting(_, let wait) = state { return wait.timeoutAt }
+    if case .overtime(let since, _) = state {
+      let (due, overflow) = since.addingReportingOverflow((Int64(remaining) + 1) * 1000)
+      let end = since + SessionRecord.maxOvertimeMs
+      return overflow ? end : min(due, end)
+    }
     guard case .running(let endsAt, _) = state else { return nil }
     let (due, overflow) = endsAt.subtractingReportingOverflow(Int64(remaining - 1) * 1000)
     return overflow ? endsAt : due

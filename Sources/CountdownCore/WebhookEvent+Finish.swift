@@ -1,15 +1,12 @@
 extension SessionRecord {
-  /// The deadline at which this record finished by itself by `now` (a run
-  /// past its deadline, a wait past its timeout), or nil when it has not.
+  /// The moment at which this record finished by itself by `now` (a run
+  /// past its deadline or a day into overtime, a wait past its timeout), or
+  /// nil when it has not.
   /// The same rule as `settled(at:)`, so the hub's `advance`, a restart and
   /// a command sequenced just past the deadline agree on whether, and when,
   /// it finished.
   public func finishedByItself(by now: Int64) -> Int64? {
-    switch status {
-    case .running(let endsAt) where endsAt <= now: endsAt
-    case .waiting(_, let timeoutAt?) where timeoutAt <= now: timeoutAt
-    case .idle, .running, .paused, .waiting, .finished: nil
-    }
+    selfFinishAt.flatMap { $0 <= now ? $0 : nil }
   }
 }
 

@@ -7,6 +7,8 @@ public enum WebhookEventType: String, CaseIterable, Sendable {
   case cancelled = "session.cancelled"
   case waiting = "session.waiting"
   case finished = "session.finished"
+  case message = "session.message"
+  case blackout = "session.blackout"
 
   /// The event an applied command reports, judged by its op and the record
   /// it left: an adjust that takes the last second away finishes the run, so
@@ -22,7 +24,9 @@ public enum WebhookEventType: String, CaseIterable, Sendable {
     case .adjust: return .adjusted
     case .cancel: return .cancelled
     case .wait: return .waiting
-    case .done, .fail: return .finished
+    case .done, .fail, .stop: return .finished
+    case .message: return .message
+    case .blackout: return .blackout
     case .rotateKey: return nil
     }
   }

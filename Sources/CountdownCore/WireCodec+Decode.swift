@@ -107,10 +107,49 @@ extension WireCodec {
       case .success(let label): finishedLabel = label
       case .failure(let failure): return .failure(failure)
       }
+      var overtime = false
+      if let raw = fields["overtime"] {
+        guard case .bool(let value) = raw else { return .failure("overtime must be true or false") }
+        overtime = value
+      }
+      let range = RunOptions.levelSecondsRange
+      var levels: [Int?] = []
+      for name in ["warnAtSeconds", "dangerAtSeconds"] {
+        guard let raw = fields[name] else {
+          levels.append(nil)
+          continue
+        }
+        guard let value = raw.integer, range.contains(value) else {
+          return .failure(
+            "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        levels.append(value)
+      }
+      let options = RunOptions(
+        overtime: overtime, warnAtSeconds: levels[0], dangerAtSeconds: levels[1])
+      if let problem = options.problem { return .failure(DecodeFailure(stringLiteral: problem)) }
       return .success(
-        .command(.start(length ?? .seconds(defaultSeconds), finishedLabel: finishedLabel)))
+        .command(
+          .start(
+            length ?? .seconds(defaultSeconds), finishedLabel: finishedLabel, options: options)))
     case .cancel:
       return .success(.command(.cancel))
+    case .stop:
+      return .success(.command(.stop))
+    case .message:
+      switch fields["text"] {
+      case .null?:
+        return .success(.command(.message(nil)))
+      case .string(let text)? where SessionRecord.isValidMessage(text):
+        return .success(.command(.message(text)))
+      default:
+        return .failure(
+          "text must be null or a string of 1 to \(SessionRecord.maxMessageLength) characters, none of them a control character"
+        )
+      }
+    case .blackout:
+      guard case .bool(let on)? = fields["on"] else { return .failure("on must be true or false") }
+      return .success(.command(.blackout(on)))
     case .pause:
       return .success(.command(.pause))
     case .resume:

@@ -180,6 +180,38 @@ public enum WireCodec {
       key("\"outcome\":")
       if let outcome = state.outcome { writer.string(outcome.rawValue) } else { writer.raw("null") }
     }
+    if fields.contains(.level) {
+      key("\"level\":")
+      writer.string(state.level.rawValue)
+    }
+    if fields.contains(.overSince) {
+      key("\"overSince\":")
+      if let since = state.overSince { writer.integer(since) } else { writer.raw("null") }
+    }
+    if fields.contains(.overMs) {
+      key("\"overMs\":")
+      if let overMs = state.overMs { writer.integer(overMs) } else { writer.raw("null") }
+    }
+    if fields.contains(.overtime) {
+      key("\"overtime\":")
+      writer.bool(state.overtime)
+    }
+    if fields.contains(.warnAtSeconds) {
+      key("\"warnAtSeconds\":")
+      if let seconds = state.warnAtSeconds { writer.integer(seconds) } else { writer.raw("null") }
+    }
+    if fields.contains(.dangerAtSeconds) {
+      key("\"dangerAtSeconds\":")
+      if let seconds = state.dangerAtSeconds { writer.integer(seconds) } else { writer.raw("null") }
+    }
+    if fields.contains(.message) {
+      key("\"message\":")
+      if let message = state.message { writer.string(message) } else { writer.raw("null") }
+    }
+    if fields.contains(.blackout) {
+      key("\"blackout\":")
+      writer.bool(state.blackout)
+    }
     writer.raw("}")
   }
 }

@@ -109,9 +109,12 @@ enum CommandCall {
   static func operands(of command: SessionCommand) -> (first: String, second: String, label: String)
   {
     switch command {
-    case .start(.seconds(let seconds), let label): ("seconds", String(seconds), label ?? "")
-    case .start(.until(let deadline), let label): ("until", String(deadline), label ?? "")
-    case .cancel, .pause, .resume: ("", "", "")
+    case .start(.seconds(let seconds), let label, _): ("seconds", String(seconds), label ?? "")
+    case .start(.until(let deadline), let label, _): ("until", String(deadline), label ?? "")
+    case .cancel, .pause, .resume, .stop: ("", "", "")
+    // A message is free text, so it goes where labels go; '' is none.
+    case .message(let text): ("", "", text ?? "")
+    case .blackout(let on): (on ? "1" : "0", "", "")
     case .adjust(let seconds): (String(seconds), "", "")
     case .rotateKey(let hash): (hash.hex, "", "")
     case .wait(let label, let timeoutSeconds, let timeoutLabel):

@@ -52,6 +52,11 @@ import Testing
     #expect(range(contract["timeoutSeconds"]) == SessionRecord.timeoutSecondsRange)
     #expect(contract["waitLabelMaxLength"] as? Int == SessionConfig.maxFinishedLabelLength)
     #expect(contract["maxMessageBytes"] as? Int == WireCodec.maxMessageBytes)
+    #expect(range(contract["levelSeconds"]) == RunOptions.levelSecondsRange)
+    #expect(contract["messageMaxLength"] as? Int == SessionRecord.maxMessageLength)
+    #expect(
+      (contract["maxOvertimeSeconds"] as? Int).map { Int64($0) * 1000 }
+        == SessionRecord.maxOvertimeMs)
   }
 
   /// The ranges every number is checked against before arithmetic: moments,
@@ -97,7 +102,9 @@ import Testing
     #expect(labels["done"] == SessionConfig().finishedLabel(for: .done))
     #expect(labels["failed"] == SessionConfig().finishedLabel(for: .failed))
     #expect(labels["timeout"] == SessionConfig().finishedLabel(for: .timeout))
+    #expect(labels["stopped"] == SessionConfig().finishedLabel(for: .stopped))
     #expect(contract["outcomes"] as? [String] == Outcome.allCases.map(\.rawValue))
+    #expect(contract["levels"] as? [String] == Level.allCases.map(\.rawValue))
     #expect(contract["subprotocol"] as? String == "countdown.v1")
     #expect(contract["sessionIdMaxLength"] as? Int == SessionID.maxLength)
     let ops = try #require(contract["ops"] as? [String])
@@ -107,6 +114,8 @@ import Testing
         case "adjust": #"{"op":"adjust","seconds":1}"#
         case "ping": #"{"op":"ping","t":1}"#
         case "auth": #"{"op":"auth","key":"k"}"#
+        case "message": #"{"op":"message","text":"Wrap up"}"#
+        case "blackout": #"{"op":"blackout","on":true}"#
         default: #"{"op":"\#(op)"}"#
         }
       #expect((try? WireCodec.decode(Array(text.utf8), defaultSeconds: 5).get()) != nil, "op \(op)")

@@ -144,7 +144,8 @@ struct FakeViewer {
     #expect(
       fields == [
         "phase", "spinner", "enabled", "label", "remaining", "duration", "endsAt", "viewers",
-        "remainingMs", "stale", "startedAt", "timeoutAt", "outcome",
+        "remainingMs", "stale", "startedAt", "timeoutAt", "outcome", "level", "overSince", "overMs",
+        "overtime", "warnAtSeconds", "dangerAtSeconds", "message", "blackout",
       ])
     #expect(slow.seq == fast.seq)
     #expect(slow.normalized == fast.normalized)
@@ -420,13 +421,13 @@ final class HeldSequencer: CommandSequencer {
     let a = hub.join("s", now: t0)
     hub.receive(command(#"{"op":"start","seconds":5}"#), from: a, now: t0)
     sequencer.release(hub, now: t0)
-    #expect(hub.stats.sessionsByPhase == [0, 1, 0, 0, 0])
+    #expect(hub.stats.sessionsByPhase == [0, 1, 0, 0, 0, 0])
     hub.disconnect(a, now: t0)
     for second in 1...5 { hub.advance(now: t0 + Int64(second) * 1000) }
-    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 1, 0])
+    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 1, 0, 0])
     hub.advance(now: t0 + 5000 + SessionConfig().idleExpiryMs)
     #expect(sequencer.forgotten == ["s"])
-    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 0, 0])
+    #expect(hub.stats.sessionsByPhase == [0, 0, 0, 0, 0, 0])
     #expect(hub.stats.sessionsCreated == 1 && hub.stats.sessionsForgotten == 1)
     #expect(hub.stats.tickLatenessMs.count == 5)
   }

