@@ -758,9 +758,10 @@ export function confirmWords(op) {
 /** Whether the question before `op` still means something in `phase` (else it closes). */
 export function confirmHolds(op, phase) {
   if (op === "done" || op === "fail") return phase === WAITING_PHASE;
-  if (op === "cancel") return phase === "running" || phase === "paused" || phase === WAITING_PHASE || phase === OVERTIME_PHASE;
-  if (op === "stop") return phase === "running" || phase === "paused" || phase === OVERTIME_PHASE;
-  return phase === "running" || phase === "paused";
+  const counting = phase === "running" || phase === "paused";
+  if (op === "cancel") return counting || phase === WAITING_PHASE || phase === OVERTIME_PHASE;
+  if (op === "stop") return counting || phase === OVERTIME_PHASE;
+  return counting;
 }
 
 /** Preset durations offered beside the field, in minutes. */

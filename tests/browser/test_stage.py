@@ -21,7 +21,8 @@ import pytest
 
 import pagekit as pk
 from serverproc import start_server
-from test_views import AUDIO_SPY, STAGE, keep_in_docs, open_view, png_pixels, shown, spy, transparent_screenshot
+from test_views import (STAGE, audio_spied, keep_in_docs, open_view, open_without_chime, overlay_picture, png_pixels,
+                        shown, spy)
 
 LEVEL_ORDER = ("normal", "warning", "danger", "over")
 
@@ -281,18 +282,7 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
         for name, d in (("full page", a), ("presenter", b), ("overlay", c)):
             audit(d, f"message, {name}")
 
-        png = transparent_screenshot(c)
-        path = artifacts_dir / "overlay-message.png"
-        path.write_bytes(png)
-        width, height, rows, bpp = png_pixels(png)
-        assert bpp == 4 and (width, height) == (STAGE["width"], STAGE["height"])
-        for x, y in ((0, 0), (width - 1, 0), (0, height - 1), (width - 1, height - 1)):
-            assert rows[y][x * 4 + 3] == 0, f"pixel {x},{y} is not transparent"
-        box = pk.rect(c, "#message")
-        mid = int(box["y"] + box["h"] / 2)
-        opaque = sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[mid][x * 4 + 3] == 255)
-        assert opaque > 10, f"the message's row has only {opaque} opaque pixels"
-        keep_in_docs(path, "overlay-message.png")
+        overlay_picture(c, artifacts_dir, "overlay-message.png", "#message")
 
         # Refused on the page: too long, or a control character (set as a paste would).
         type_into(a, "message-text", "x" * 141)
@@ -380,28 +370,19 @@ def test_chime_plays_at_a_level_change(server, pool, session_id):
     endsAt - warnAtSeconds) and again at zero; nothing else starts a sound. Checked with
     the spy on AudioContext and start() of test_views, installed before any page script."""
     d = pool(2)
-    script = d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": AUDIO_SPY.replace(
-        "phase: document.documentElement.dataset.phase || ''",
-        "phase: document.documentElement.dataset.phase || '', level: document.documentElement.dataset.level || ''")}
-    )["identifier"]
     obs = pk.Observer(server.ws_url(session_id))
     try:
-        open_view(d, server, session_id)
-        d.execute_script("localStorage.removeItem('countdown.chime')")
-        open_view(d, server, session_id)
-        pk.click(d, "chime")
-        pk.wait(d, 3, lambda d: len(spy(d)["starts"]) == 1, "the chime heard once when turned on")
-        obs.start(4, warnAtSeconds=2)
-        ends = obs.snapshot()["endsAt"]
-        pk.wait(d, 6, lambda d: len(spy(d)["starts"]) == 3, "the chimes at the warning and at zero")
-        warning, zero = spy(d)["starts"][1:]
-        assert warning["level"] == "warning" and warning["phase"] == "running", warning
-        assert ends - 2000 - 50 <= warning["at"] <= ends - 2000 + 600, f"{warning}, the deadline {ends}"
-        assert zero["phase"] == "finished" and ends - 50 <= zero["at"] <= ends + 600, zero
-        assert spy(d)["created"] == 1
+        with audio_spied(d):
+            open_without_chime(d, server, session_id)
+            pk.click(d, "chime")
+            pk.wait(d, 3, lambda d: len(spy(d)["starts"]) == 1, "the chime heard once when turned on")
+            obs.start(4, warnAtSeconds=2)
+            ends = obs.snapshot()["endsAt"]
+            pk.wait(d, 6, lambda d: len(spy(d)["starts"]) == 3, "the chimes at the warning and at zero")
+            warning, zero = spy(d)["starts"][1:]
+            assert warning["level"] == "warning" and warning["phase"] == "running", warning
+            assert ends - 2000 - 50 <= warning["at"] <= ends - 2000 + 600, f"{warning}, the deadline {ends}"
+            assert zero["phase"] == "finished" and ends - 50 <= zero["at"] <= ends + 600, zero
+            assert spy(d)["created"] == 1
     finally:
-        d.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script})
-        try:
-            d.execute_script("localStorage.removeItem('countdown.chime')")
-        finally:
-            obs.close()
+        obs.close()
