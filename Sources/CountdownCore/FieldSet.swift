@@ -26,4 +26,27 @@ public struct FieldSet: OptionSet, Hashable, Sendable {
   public static let blackout = FieldSet(rawValue: 1 << 20)
 
   public static let all: FieldSet = FieldSet(rawValue: 1 << 21 - 1)
+
+  /// A run's options and its overtime fields change together, with the phase.
+  static let runGroup: FieldSet = [
+    .overSince, .overMs, .overtime, .warnAtSeconds, .dangerAtSeconds,
+  ]
+  static let noticeGroup: FieldSet = [.message, .blackout]
+
+  /// The set in 16 bits, for the merge window every session keeps: the
+  /// first fields and the level one bit each, each group one bit.
+  /// `init(coarse:)` gives back a superset, and a merged patch that carries
+  /// an unchanged field is still exact.
+  var coarse: UInt16 {
+    var bits = UInt16(truncatingIfNeeded: rawValue & 0x3FFF)
+    if !isDisjoint(with: Self.runGroup) { bits |= 1 << 14 }
+    if !isDisjoint(with: Self.noticeGroup) { bits |= 1 << 15 }
+    return bits
+  }
+
+  init(coarse bits: UInt16) {
+    self.init(rawValue: UInt32(bits & 0x3FFF))
+    if bits & 1 << 14 != 0 { formUnion(Self.runGroup) }
+    if bits & 1 << 15 != 0 { formUnion(Self.noticeGroup) }
+  }
 }

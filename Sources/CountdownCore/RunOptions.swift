@@ -2,11 +2,11 @@
 /// overtime at zero, and when its level turns to warning and to danger.
 ///
 /// Kept with the run (running, paused, overtime) and dropped when it ends.
-/// Stored compactly, since every running session holds one.
+/// Packed into two 32-bit words, since every running session holds one.
 public struct RunOptions: Equatable, Hashable, Sendable {
-  public var overtime: Bool
-  private var warn: Int32
-  private var danger: Int32
+  /// Overtime in the top bit; the warning's seconds below it.
+  private var warnBits: UInt32
+  private var dangerBits: UInt32
 
   /// Seconds left at which a level turns on.
   public static let levelSecondsRange = 1...86_400
@@ -14,33 +14,37 @@ public struct RunOptions: Equatable, Hashable, Sendable {
   /// No overtime, no levels: a run as before.
   public static let none = RunOptions()
 
+  private static let overtimeBit: UInt32 = 1 << 31
+  /// Stands for a value out of range, kept so that `isValid` refuses it.
+  private static let invalid: UInt32 = overtimeBit - 1
+
   /// The values as given: `isValid` says whether a command may set them.
   public init(overtime: Bool = false, warnAtSeconds: Int? = nil, dangerAtSeconds: Int? = nil) {
-    self.overtime = overtime
-    // Out-of-range values are kept out of range (not clamped into it), so
-    // `isValid` still refuses them.
-    self.warn = warnAtSeconds.map { Self.levelSecondsRange.contains($0) ? Int32($0) : -1 } ?? 0
-    self.danger = dangerAtSeconds.map { Self.levelSecondsRange.contains($0) ? Int32($0) : -1 } ?? 0
+    func bits(_ seconds: Int?) -> UInt32 {
+      guard let seconds else { return 0 }
+      return Self.levelSecondsRange.contains(seconds) ? UInt32(seconds) : Self.invalid
+    }
+    warnBits = bits(warnAtSeconds) | (overtime ? Self.overtimeBit : 0)
+    dangerBits = bits(dangerAtSeconds)
   }
+
+  public var overtime: Bool { warnBits & Self.overtimeBit != 0 }
+  private var warn: UInt32 { warnBits & ~Self.overtimeBit }
 
   public var warnAtSeconds: Int? { warn == 0 ? nil : Int(warn) }
-  public var dangerAtSeconds: Int? { danger == 0 ? nil : Int(danger) }
+  public var dangerAtSeconds: Int? { dangerBits == 0 ? nil : Int(dangerBits) }
 
   /// Each level within range, and danger below warning when both are set.
-  public var isValid: Bool {
-    guard warn >= 0, danger >= 0 else { return false }
-    if warn > 0, danger > 0 { return danger < warn }
-    return true
-  }
+  public var isValid: Bool { problem == nil }
 
   /// Why the options cannot be a run's, or nil.
   public var problem: String? {
     let range = Self.levelSecondsRange
-    if warn < 0 || danger < 0 {
+    if warn == Self.invalid || dangerBits == Self.invalid {
       return
         "warnAtSeconds and dangerAtSeconds must be integers from \(range.lowerBound) to \(range.upperBound)"
     }
-    if warn > 0, danger > 0, danger >= warn {
+    if warn > 0, dangerBits > 0, dangerBits >= warn {
       return "dangerAtSeconds must be below warnAtSeconds"
     }
     return nil
@@ -48,7 +52,7 @@ public struct RunOptions: Equatable, Hashable, Sendable {
 
   /// The level a run shows with `remaining` whole seconds left.
   public func level(remaining: Int) -> Level {
-    if danger > 0, remaining <= Int(danger) { return .danger }
+    if dangerBits > 0, remaining <= Int(dangerBits) { return .danger }
     if warn > 0, remaining <= Int(warn) { return .warning }
     return .normal
   }

@@ -35,7 +35,8 @@ public struct SessionStateMachine: Sendable {
     /// The rest of a wait is boxed: waits are few, and the box keeps every
     /// session's state no larger than a run's.
     case waiting(startedAt: Int64, Wait)
-    case finished(label: String?, outcome: Outcome)
+    /// A stopped run's time over in ms (< 0: none), which fits 32 bits.
+    case finished(label: String?, outcome: Outcome, overMs: Int32)
   }
 
   /// What a run carries beside its time: its own finished label and options.
@@ -79,17 +80,18 @@ public struct SessionStateMachine: Sendable {
 
   private let config: SessionConfig.Shared
   private var state: State = .idle
+  /// The instance cannot confirm the session's state (a cluster cut off).
+  /// Declared next to `state`, whose tag byte leaves room for it.
+  private var stale = false
   public private(set) var seq: UInt64 = 0
   /// Commands applied: the record's revision.
   public private(set) var revision: UInt64 = 0
   /// When the last command was sequenced, for the record.
   private var updatedAt: Int64 = 0
   /// The fields of patch `s` at slot `s % mergeWindow`.
-  private var recentFields = InlineArray<8, FieldSet>(repeating: [])
+  private var recentFields = InlineArray<8, UInt16>(repeating: 0)
   /// The message and blackout, when either is set.
   private var notice: Notice?
-  /// How far past the deadline (`overMs`) a stopped run went, once stopped.
-  private var overMs: Int64?
   /// What viewers were last told; the label is derived from these and `state`.
   /// In overtime, the whole seconds over.
   private var remaining: Int32 = 0
@@ -98,8 +100,6 @@ public struct SessionStateMachine: Sendable {
   /// Open connections now; `publishedViewers` trails it by the merge interval.
   private var liveViewers: Int32 = 0
   private var lastViewerPatchAt = Int64.min / 2
-  /// The instance cannot confirm the session's state (a cluster cut off).
-  private var stale = false
   /// When the session last became quiet (not running) with no viewers.
   private var quietSince: Int64
 
@@ -145,7 +145,7 @@ public struct SessionStateMachine: Sendable {
     guard floor > seq else { return }
     seq = floor
     // Nobody can be merged exactly across the skipped seqs.
-    recentFields = InlineArray(repeating: .all)
+    recentFields = InlineArray(repeating: FieldSet.all.coarse)
   }
 
   public var isRunning: Bool {
@@ -170,6 +170,7 @@ public struct SessionStateMachine: Sendable {
     let label: String?
     var waitLabel: String?
     var options = RunOptions.none
+    var overMs: Int64?
     switch state {
     case .idle: (status, label) = (.idle, nil)
     case .running(let endsAt, let run):
@@ -183,8 +184,9 @@ public struct SessionStateMachine: Sendable {
         .waiting(startedAt: startedAt, timeoutAt: wait.timeoutAt), wait.timeoutLabel
       )
       waitLabel = wait.label
-    case .finished(let finishedLabel, let outcome):
+    case .finished(let finishedLabel, let outcome, let over):
       (status, label) = (.finished(outcome), finishedLabel)
+      overMs = over < 0 ? nil : Int64(over)
     }
     return SessionRecord(
       status, duration: Int(duration), finishedLabel: label, waitLabel: waitLabel, seq: seq,
@@ -232,10 +234,10 @@ public struct SessionStateMachine: Sendable {
         phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
         remaining: 0, duration: 0, endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
         stale: stale, startedAt: startedAt, timeoutAt: wait.timeoutAt)
-    case .finished(let label, let outcome):
+    case .finished(let label, let outcome, let overMs):
       var state = settled(.finished, label: label ?? settings.finishedLabel(for: outcome))
       state.outcome = outcome
-      state.overMs = overMs
+      state.overMs = overMs < 0 ? nil : Int64(overMs)
       return state
     }
   }
@@ -288,7 +290,6 @@ public struct SessionStateMachine: Sendable {
     revision = record.revision
     updatedAt = record.updatedAt
     duration = Int32(clamping: record.duration)
-    overMs = record.overMs
     notice =
       record.message == nil && !record.blackout
       ? nil : Notice(message: record.message, blackout: record.blackout)
@@ -312,7 +313,10 @@ public struct SessionStateMachine: Sendable {
         Wait(timeoutAt: timeoutAt, label: record.waitLabel, timeoutLabel: record.finishedLabel))
       remaining = 0
     case .finished(let outcome):
-      state = .finished(label: record.finishedLabel, outcome: outcome)
+      // Validated records hold at most a day over.
+      state = .finished(
+        label: record.finishedLabel, outcome: outcome,
+        overMs: record.overMs.map { Int32(clamping: $0) } ?? -1)
       remaining = 0
     }
     // A command's patch carries the viewer count as it is now.
@@ -389,7 +393,7 @@ public struct SessionStateMachine: Sendable {
 
   /// A run or a wait ended by itself at `now`.
   private mutating func finish(label: String?, outcome: Outcome, now: Int64) {
-    state = .finished(label: label, outcome: outcome)
+    state = .finished(label: label, outcome: outcome, overMs: -1)
     remaining = 0
     publishedViewers = liveViewers
     if liveViewers == 0 { quietSince = now }
@@ -421,7 +425,7 @@ public struct SessionStateMachine: Sendable {
     var set: FieldSet = []
     var next = seq + 1
     while next <= self.seq {
-      set.formUnion(recentFields[Int(next % UInt64(Self.mergeWindow))])
+      set.formUnion(FieldSet(coarse: recentFields[Int(next % UInt64(Self.mergeWindow))]))
       next += 1
     }
     return set
@@ -487,7 +491,7 @@ public struct SessionStateMachine: Sendable {
     let fields = after.changes(from: before)
     guard !fields.isEmpty else { return .schedule(next: nextDeadline) }
     seq += 1
-    recentFields[Int(seq % UInt64(Self.mergeWindow))] = fields
+    recentFields[Int(seq % UInt64(Self.mergeWindow))] = fields.coarse
     if fields.contains(.viewers) { lastViewerPatchAt = now }
     return .broadcast(Patch(seq: seq, fields: fields, state: after), next: nextDeadline)
   }

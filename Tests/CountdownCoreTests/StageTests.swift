@@ -204,6 +204,19 @@ import Testing
       machine.apply(.blackout(false), now: t0 + 3002) == .schedule(next: machine.nextDeadline))
   }
 
+  /// A viewer merged across a message and a level change gets both, and
+  /// the fields they travel with, in one patch.
+  @Test func mergedPatchesKeepTheNewFields() {
+    var machine = started(seconds: 10, warn: 9)
+    let seq = machine.seq
+    _ = machine.apply(.message("Wrap up"), now: t0 + 10)
+    _ = machine.advance(now: t0 + 1000)
+    let fields = machine.changes(since: seq)
+    #expect(fields.isSuperset(of: [.message, .level, .label, .remaining]))
+    #expect(fields.contains(.blackout) && !fields.contains(.overSince))
+    #expect(FieldSet(coarse: FieldSet.all.coarse) == .all)
+  }
+
   /// The rules refuse a message that is empty, too long or holds a control character.
   @Test func messageLimits() {
     let record = SessionRecord()

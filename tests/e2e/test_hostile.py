@@ -206,7 +206,9 @@ async def fresh_viewer_works(srv) -> None:
     assert norm_state(c.snapshot["state"]) == {
         "phase": "idle", "spinner": False, "enabled": True, "label": "Ready", "remaining": 0,
         "duration": 0, "endsAt": None, "viewers": 1, "remainingMs": None,
-        "stale": False, "startedAt": None, "timeoutAt": None, "outcome": None}, c.snapshot
+        "stale": False, "startedAt": None, "timeoutAt": None, "outcome": None,
+        "level": "normal", "overSince": None, "overMs": None, "overtime": False,
+        "warnAtSeconds": None, "dangerAtSeconds": None, "message": None, "blackout": False}, c.snapshot
     await c.command({"op": "start", "seconds": 1})
     await c.wait_phase("finished", timeout=4)
     await c.close()

@@ -42,6 +42,14 @@ async def test_first_snapshot_of_a_new_session(server, session_id):
         "startedAt": None,
         "timeoutAt": None,
         "outcome": None,
+        "level": "normal",
+        "overSince": None,
+        "overMs": None,
+        "overtime": False,
+        "warnAtSeconds": None,
+        "dangerAtSeconds": None,
+        "message": None,
+        "blackout": False,
     }
     await a.close()
 
