@@ -442,7 +442,14 @@ function remember() {
   try {
     localStorage.setItem(
       rememberKey(page.session),
-      JSON.stringify({ mode: el.mode.value, duration: el.seconds.value, finish: el.finishText.value }),
+      JSON.stringify({
+        mode: el.mode.value,
+        duration: el.seconds.value,
+        finish: el.finishText.value,
+        overtime: el.overtime.checked,
+        warn: el.warnAt.value,
+        danger: el.dangerAt.value,
+      }),
     );
   } catch {
     // Storage refused (private mode, full): nothing to remember with.
@@ -459,6 +466,9 @@ function recall() {
   if (!saved) return;
   if (saved.duration) el.seconds.value = saved.duration;
   el.finishText.value = saved.finish;
+  el.overtime.checked = saved.overtime;
+  el.warnAt.value = saved.warn;
+  el.dangerAt.value = saved.danger;
   if (saved.mode === "until") {
     el.mode.value = "until";
     onMode();

@@ -773,8 +773,9 @@ export function rememberKey(session) {
 }
 
 /**
- * Last start values read back from storage: {mode, duration, finish}, each a
- * string, or null for anything else (another version's data, a hand edit).
+ * Last start values read back from storage: {mode, duration, finish, overtime,
+ * warn, danger}, each a string but overtime a boolean, or null for anything
+ * else (another version's data, a hand edit).
  */
 export function readRemembered(json) {
   let v;
@@ -789,6 +790,9 @@ export function readRemembered(json) {
     mode: v.mode === "until" ? "until" : "seconds",
     duration: str(v.duration, 64),
     finish: str(v.finish, 4 * CONTRACT.finishedLabelMaxLength),
+    overtime: v.overtime === true,
+    warn: str(v.warn, 64),
+    danger: str(v.danger, 64),
   };
 }
 

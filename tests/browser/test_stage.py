@@ -66,7 +66,17 @@ new MutationObserver(() => {
   window.__levels.push({level: document.documentElement.dataset.level,
                         text: document.getElementById('label-text').textContent, at: Date.now()});
 }).observe(document.documentElement, {attributes: true, attributeFilter: ['data-level']});
+// What the polite live region was given to say, each time it was given something.
+window.__said = [];
+const region = document.getElementById('announce');
+new MutationObserver(() => { if (region.textContent) window.__said.push(region.textContent); })
+  .observe(region, {childList: true, characterData: true, subtree: true});
 """
+
+SAID = {
+    "en": ["Warning: 12 seconds left", "Danger: 6 seconds left", "Overtime"],
+    "zh-Hant": ["警告：剩下 12 秒", "危險：剩下 6 秒", "已超時"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -118,22 +128,24 @@ def status(d) -> str:
 
 
 # -- levels ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("scheme,lang", [("light", "en"), ("dark", "zh-Hant")])
 def test_levels_colour_the_label_and_the_button_in_the_digits_frame(server, pool, session_id, artifacts_dir,
-                                                                     scheme):
+                                                                     scheme, lang):
     """A run started with warnAtSeconds 12, dangerAtSeconds 6 and overtime: the page's
     data-level turns to warning in the very render that shows "12" (no later than a
     frame after endsAt - 12 s on the server's clock), to danger with "6", to over with
     "+0" once the server says overtime, and each level gives the label and the button a
     colour of its own, with at least 4.5:1 contrast for the label on the page and the
-    button's text on the button (3:1 for its spinner), in light and dark mode. axe-core
-    finds no violation at warning, danger and overtime. docs/level-*.png (light)."""
+    button's text on the button (3:1 for its spinner), in light and dark mode. Each
+    change is given to the polite live region once, in words, in the page's language
+    (English, Traditional Chinese). axe-core finds no violation at warning, danger and
+    overtime. docs/level-*.png (light)."""
     d = pool(0)
     pk.emulate_viewport(d, pk.DESKTOP)
     d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
     obs = pk.Observer(server.ws_url(session_id))
     try:
-        pk.open_page(d, server, session_id)
+        pk.open_page(d, server, session_id, lang=lang)
         js(d, LEVEL_LOG_JS)
         obs.start(16, overtime=True, warnAtSeconds=12, dangerAtSeconds=6)
         s = obs.snapshot()
@@ -151,7 +163,9 @@ def test_levels_colour_the_label_and_the_button_in_the_digits_frame(server, pool
             if name != "normal":
                 audit(d, f"{name} ({scheme})")
         assert obs.command("stop")["type"] == "ack"
-        pk.wait(d, 3, lambda d: level(d) == "normal" and label(d) == pk.FINISHED_EN, "normal after the stop")
+        finished = pk.FINISHED_EN if lang == "en" else pk.FINISHED_ZH
+        pk.wait(d, 3, lambda d: level(d) == "normal" and label(d) == finished, "normal after the stop")
+        assert js(d, "return window.__said") == SAID[lang]
 
         log = js(d, "return window.__levels")
         changes = [e for i, e in enumerate(log) if i == 0 or log[i - 1]["level"] != e["level"]]
@@ -187,7 +201,8 @@ def test_overtime_counts_up_and_stop_shows_the_time_over(server, pool, session_i
     counts "+0", "+1", "+2" from the server's overSince (each reading matches the server's
     clock), the spinner stays on and Stop shows in place of Pause; Stop asks, then
     finishes the run "stopped" with the finish text and, under it, the time over the
-    server kept in overMs. axe-core finds no violation in overtime nor once stopped."""
+    server kept in overMs; a reload keeps the overtime option. axe-core finds no
+    violation in overtime nor once stopped."""
     d = pool(1)
     pk.emulate_viewport(d, pk.DESKTOP)
     obs = pk.Observer(server.ws_url(session_id))
@@ -208,7 +223,7 @@ def test_overtime_counts_up_and_stop_shows_the_time_over(server, pool, session_i
         d.find_element("id", "overtime").click()
         pk.press_start(d)
         s = obs.wait_for(lambda s: s["phase"] == "running", 3, "the page's start")
-        assert s["overtime"] is True and s["warnAtSeconds"] is None and s["dangerAtSeconds"] is None, s
+        assert s["overtime"] is True and s.get("warnAtSeconds") is None and s.get("dangerAtSeconds") is None, s
         ends = s["endsAt"]
         s = obs.wait_for(lambda s: s["phase"] == "overtime", 4, "overtime")
         assert s["overSince"] == ends and s["level"] == "over" and s["spinner"] is True, s
@@ -243,6 +258,9 @@ def test_overtime_counts_up_and_stop_shows_the_time_over(server, pool, session_i
         assert shown(d, "#outcome") and level(d) == "normal"
         assert js(d, "return document.documentElement.dataset.outcome") == "stopped"
         audit(d, "stopped")
+        # The next show starts from the same options: remembered for the session.
+        pk.open_page(d, server, session_id)
+        assert js(d, "return document.getElementById('overtime').checked") is True
     finally:
         obs.close()
 
