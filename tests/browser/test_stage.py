@@ -25,6 +25,7 @@ from test_views import (STAGE, audio_spied, keep_in_docs, open_view, open_withou
                         shown, spy)
 
 LEVEL_ORDER = ("normal", "warning", "danger", "over")
+WRAP_UP = "Wrap up, please: five minutes for questions"
 
 # Contrast from the computed styles, WCAG 2.1's formula: the label against the nearest
 # opaque background up its ancestors, the button's text and its spinner against the
@@ -143,9 +144,10 @@ def test_levels_colour_the_label_and_the_button_in_the_digits_frame(server, pool
     d = pool(0)
     pk.emulate_viewport(d, pk.DESKTOP)
     d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    obs = pk.Observer(server.ws_url(session_id))
+    session = "talk" if scheme == "light" else session_id  # a readable name for the pictures
+    obs = pk.Observer(server.ws_url(session))
     try:
-        pk.open_page(d, server, session_id, lang=lang)
+        pk.open_page(d, server, session, lang=lang)
         js(d, LEVEL_LOG_JS)
         obs.start(16, overtime=True, warnAtSeconds=12, dangerAtSeconds=6)
         s = obs.snapshot()
@@ -284,12 +286,12 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
         open_view(c, server, session_id, view="overlay")
         obs.start(600)
         open_stage(a)
-        type_into(a, "message-text", "Wrap up")
-        assert js(a, "return document.getElementById('message-count').textContent") == "7/140"
+        type_into(a, "message-text", WRAP_UP)
+        assert js(a, "return document.getElementById('message-count').textContent") == f"{len(WRAP_UP)}/140"
         pk.click(a, "message-send")
-        obs.wait_for(lambda s: s.get("message") == "Wrap up", 3, "the message in the state")
+        obs.wait_for(lambda s: s.get("message") == WRAP_UP, 3, "the message in the state")
         for d in (a, b, c):
-            pk.wait(d, 2, lambda d: js(d, "return document.getElementById('message').textContent") == "Wrap up"
+            pk.wait(d, 2, lambda d: js(d, "return document.getElementById('message').textContent") == WRAP_UP
                     and shown(d, "#message"), "the message on screen")
         size = {name: float(js(d, "return getComputedStyle(document.getElementById('message')).fontSize")[:-2])
                 for name, d in (("full", a), ("presenter", b))}
@@ -299,6 +301,17 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
         assert pk.rect(b, "#label")["h"] >= 0.5 * STAGE["height"]
         for name, d in (("full page", a), ("presenter", b), ("overlay", c)):
             audit(d, f"message, {name}")
+        # On a phone the label's box makes room: two lines of message need no scrolling.
+        pk.emulate_viewport(a, pk.PHONE)
+        js(a, "document.getElementById('stage').open = false")
+        pk.wait(a, 2, lambda d: js(d, "return innerWidth") == pk.PHONE["width"], "the phone's viewport")
+        sw, sh = js(a, "return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+        assert sw <= pk.PHONE["width"] and sh <= pk.PHONE["height"], f"the phone page overflows: {sw}x{sh}"
+        lines = js(a, "const m = document.getElementById('message');"
+                      "return m.getBoundingClientRect().height / parseFloat(getComputedStyle(m).lineHeight)")
+        assert lines >= 1.9, f"the message takes {lines:.1f} lines on a phone: this proves less than it says"
+        pk.emulate_viewport(a, pk.DESKTOP)
+        open_stage(a)
 
         overlay_picture(c, artifacts_dir, "overlay-message.png", "#message")
 
@@ -312,7 +325,7 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
               "m.dispatchEvent(new Event('input'));")
         pk.click(a, "message-send")
         pk.wait(a, 2, lambda d: status(d).startswith("A message cannot hold control characters"), "the refusal")
-        assert obs.snapshot()["message"] == "Wrap up"  # the page's own words: it never sent them
+        assert obs.snapshot()["message"] == WRAP_UP  # the page's own words: it never sent them
 
         pk.click(a, "message-clear")
         obs.wait_for(lambda s: s.get("message") is None, 3, "the message cleared")

@@ -118,9 +118,10 @@ def overlay_picture(d, artifacts_dir: Path, name: str, selector: str) -> None:
     for x, y in ((0, 0), (width - 1, 0), (0, height - 1), (width - 1, height - 1), (5, height // 2)):
         assert rows[y][x * 4 + 3] == 0, f"pixel {x},{y} is not transparent: {rows[y][x * 4:x * 4 + 4]}"
     box = pk.rect(d, selector)
-    mid = int(box["y"] + box["h"] / 2)
-    opaque = sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[mid][x * 4 + 3] == 255)
-    assert opaque > 10, f"{selector}'s row has only {opaque} opaque pixels"
+    # Three rows across the box: its middle may fall between two lines of text.
+    opaque = max(sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[y][x * 4 + 3] == 255)
+                 for y in (int(box["y"] + box["h"] * f) for f in (0.25, 0.5, 0.75)))
+    assert opaque > 10, f"{selector}'s rows have only {opaque} opaque pixels"
     keep_in_docs(path, name)
 
 
