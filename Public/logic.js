@@ -703,6 +703,43 @@ export function formatOver(seconds) {
   return `+${formatClock(seconds)}`;
 }
 
+const OVER_LABEL_RE = /^\+(?:(\d{1,2})d (\d{2}):(\d{2}):(\d{2})|(\d{1,2}):(\d{2}):(\d{2})|(\d{1,2}):(\d{2})|(\d{1,2}))$/;
+
+/**
+ * The whole seconds over that an overtime label says ("+0", "+1:23",
+ * "+1:00:00"), or null for any other text and any time past the contract's
+ * cap. The server sends each overtime tick's label at overSince plus that
+ * many seconds, so the label anchors the clock as `remaining` does while
+ * running (see overtimeAnchor).
+ */
+export function overFromLabel(label) {
+  const m = OVER_LABEL_RE.exec(typeof label === "string" ? label : "");
+  if (!m) return null;
+  const n = m.slice(1).map((x) => (x === undefined ? null : Number(x)));
+  let secs;
+  if (n[0] !== null) secs = ((n[0] * 24 + n[1]) * 60 + n[2]) * 60 + n[3];
+  else if (n[4] !== null) secs = (n[4] * 60 + n[5]) * 60 + n[6];
+  else if (n[7] !== null) secs = n[7] * 60 + n[8];
+  else secs = n[9];
+  // Only the text formatOver writes for that number: "+0:59" or "+60" is not one.
+  if (secs > CONTRACT.maxOvertimeSeconds || formatOver(secs) !== label) return null;
+  return secs;
+}
+
+/**
+ * The anchor (see effectiveOffset) of an overtime state, from its label: the
+ * time over is a countdown to overSince read backwards (floor((now −
+ * overSince) / 1000) is −ceil((overSince − now) / 1000)), so {endsAt:
+ * overSince, remaining: −over} is checked and corrected by the very rule the
+ * countdown's ticks are, and a tick's patch is taken as sent at overSince +
+ * over s. Null when the state gives nothing to anchor to.
+ */
+export function overtimeAnchor(state, at, sentAt = null) {
+  if (!isOvertime(state) || !Number.isFinite(at)) return null;
+  const over = overFromLabel(state.label);
+  return over === null ? null : { endsAt: state.overSince, remaining: -over, at, sentAt };
+}
+
 /** Whole seconds over in a stopped finish's `overMs`, or null when it has none usable. */
 export function stoppedOverSeconds(state) {
   if (outcomeOf(state) !== STOPPED_OUTCOME) return null;

@@ -292,3 +292,35 @@ test("no copy of the stage's contract values is left in the page's code", () => 
   }
   assert.ok(!source("index.html").includes(`maxlength="${CONTRACT.messageMaxLength}"`));
 });
+
+test("an overtime label gives back its seconds, only in the form the server writes it", () => {
+  const { overFromLabel } = logic;
+  const cases = [["+0", 0], ["+59", 59], ["+1:00", 60], ["+1:23", 83], ["+59:59", 3599], ["+1:00:00", 3600],
+    ["+23:59:59", CONTRACT.maxOvertimeSeconds - 1], [formatOver(CONTRACT.maxOvertimeSeconds), CONTRACT.maxOvertimeSeconds]];
+  for (const [text, secs] of cases) assert.equal(overFromLabel(text), secs, text);
+  for (const bad of ["+60", "+0:59", "+01", "+1:5", "+1:60", "1:23", "+", "+-1", "+1e3", " +1", "+1 ", "+1\u0000",
+    "+9223372036854775808", formatOver(CONTRACT.maxOvertimeSeconds + 1), "+" + "9".repeat(4096), null, 5, undefined]) {
+    assert.equal(overFromLabel(bad), null, JSON.stringify(bad));
+  }
+});
+
+test("an overtime tick anchors the clock as a countdown tick does: a page whose estimate is off draws the server's +N", () => {
+  const { overtimeAnchor, effectiveOffset, remainingAt } = logic;
+  // The tick "+5" is sent at overSince + 5 s; this page's clock runs 3 s behind the server's and its estimate is 0.
+  const s = overtime(DEADLINE, { label: "+5" });
+  const at = DEADLINE + 5000 - 3000 + 40; // arrived 40 ms after it was sent
+  const anchor = overtimeAnchor(s, at);
+  assert.deepEqual(anchor, { endsAt: DEADLINE, remaining: -5, at, sentAt: null });
+  const offset = effectiveOffset(0, anchor);
+  assert.equal(overSeconds(s, at + offset), 5);
+  assert.equal(overSeconds(s, at + 999 + offset), 5);
+  assert.equal(overSeconds(s, at + 1000 + offset), 6);
+  // An estimate that already shows +5 stands.
+  assert.equal(effectiveOffset(3000, anchor), 3000);
+  assert.equal(-remainingAt(DEADLINE, DEADLINE + 5500), 5, "floor(over) is −ceil(−over)");
+  // Nothing to anchor to: not overtime, no usable overSince, a label the server would not write.
+  assert.equal(overtimeAnchor(running(DEADLINE), at), null);
+  assert.equal(overtimeAnchor(overtime("x", { label: "+5" }), at), null);
+  assert.equal(overtimeAnchor(overtime(DEADLINE, { label: "Overtime" }), at), null);
+  assert.equal(overtimeAnchor(s, NaN), null);
+});
