@@ -22,7 +22,7 @@ import pytest
 import pagekit as pk
 from serverproc import start_server
 from test_views import (STAGE, audio_spied, keep_in_docs, open_view, open_without_chime, overlay_picture, png_pixels,
-                        shown, spy)
+                        shown, spy, transparent_screenshot)
 
 LEVEL_ORDER = ("normal", "warning", "danger", "over")
 WRAP_UP = "Wrap up, please: five minutes for questions"
@@ -340,7 +340,8 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
 def test_blackout_blanks_viewers_and_views_but_not_the_controller(key_server, pool, session_id):
     """With --control key, the controller's Blackout toggle sets blackout in the state:
     the viewer's page and the presenter view go black (nothing drawn: every sampled pixel
-    of a screenshot is black), with a note for screen readers, while the controller keeps
+    of a screenshot is black), with a note for screen readers, the overlay is wholly
+    transparent, while the controller keeps
     its page and a "Blackout on" mark, the toggle pressed. axe-core finds no violation on
     the blank viewer nor on the controller. Off again, the viewer sees the countdown."""
     from selenium.webdriver.common.by import By
@@ -375,6 +376,12 @@ def test_blackout_blanks_viewers_and_views_but_not_the_controller(key_server, po
                    if any(rows[y][x * bpp + i] for i in range(3))]
             assert not lit, f"{len(lit)} sampled pixels are not black, e.g. {lit[:5]}"
             assert js(d, "return document.getElementById('blanked-note').hidden") is False
+        # The overlay, opened during the blackout, is all transparent: the stream shows its scene.
+        open_view(c, key_server, session_id, view="overlay")
+        assert js(c, "return document.documentElement.dataset.blackout") == "blank"
+        width, height, rows, bpp = png_pixels(transparent_screenshot(c))
+        seen = [(x, y) for y in range(0, height, 4) for x in range(0, width, 4) if rows[y][x * bpp + 3]]
+        assert bpp == 4 and not seen, f"{len(seen)} sampled overlay pixels are not transparent, e.g. {seen[:5]}"
         pk.wait(a, 2, lambda d: shown(d, "#blackout-on"), "the controller's Blackout on mark")
         assert js(a, "return document.getElementById('blackout-on').textContent") == \
             "Blackout on: viewers see a blank screen"
