@@ -774,6 +774,8 @@ function renderStage(s, sNow, live, ops) {
   el.stage.hidden = !controls;
   el.blackout.setAttribute("aria-pressed", String(s?.blackout === true));
   setInert(el.blackout, !live || ops.has("blackout"));
+  // Clear goes away with the message: the focus it held goes to the field, not the page.
+  if (message === null && document.activeElement === el.messageClear) el.messageText.focus();
   el.messageClear.hidden = message === null;
   setInert(el.messageClear, !live || ops.has("message"));
 }

@@ -329,6 +329,8 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
 
         pk.click(a, "message-clear")
         obs.wait_for(lambda s: s.get("message") is None, 3, "the message cleared")
+        pk.wait(a, 2, lambda d: js(d, "return document.activeElement.id") == "message-text",
+                "the focus on the field once Clear goes away")
         for d in (a, b, c):
             pk.wait(d, 2, lambda d: not shown(d, "#message"), "no message on screen")
         assert obs.command("cancel")["type"] == "ack"
