@@ -275,7 +275,8 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
     overlay over a transparent background (docs/overlay-message.png: transparent corners,
     opaque message pixels). A message of 141 characters or one with a NUL is refused on
     the page, in words, and nothing changes; Clear removes it from every view. axe-core
-    finds no violation on the three views with a message."""
+    finds no violation on the three views with a message. On a phone, two lines of
+    message need no scrolling, and the opened Stage area fits the width."""
     a, b, c = pool(0), pool(1), pool(2)
     for d in (b, c):
         pk.emulate_viewport(d, STAGE)
@@ -310,8 +311,13 @@ def test_message_in_every_view_and_checked_before_it_is_sent(server, pool, sessi
         lines = js(a, "const m = document.getElementById('message');"
                       "return m.getBoundingClientRect().height / parseFloat(getComputedStyle(m).lineHeight)")
         assert lines >= 1.9, f"the message takes {lines:.1f} lines on a phone: this proves less than it says"
-        pk.emulate_viewport(a, pk.DESKTOP)
+        # The Stage area opened on a phone fits its width, every field and button in it.
         open_stage(a)
+        assert js(a, "return document.documentElement.scrollWidth") <= pk.PHONE["width"]
+        for sel in ("#message-text", "#message-send", "#message-clear", "#blackout", "#warn-at", "#danger-at"):
+            r = pk.rect(a, sel)
+            assert r["x"] >= 0 and r["x"] + r["w"] <= pk.PHONE["width"], f"{sel} sticks out on a phone: {r}"
+        pk.emulate_viewport(a, pk.DESKTOP)
 
         overlay_picture(c, artifacts_dir, "overlay-message.png", "#message")
 
