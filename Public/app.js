@@ -15,6 +15,7 @@
 import {
   ADJUST_STEP,
   CONTRACT,
+  OVERTIME_PHASE,
   PRESET_MINUTES,
   SESSION_RE,
   WAITING_PHASE,
@@ -58,6 +59,16 @@ import { bringIntoView, gone, inert, setInert, setText } from "./dom.js";
 import { showLinks, showQr, wireCopy } from "./share.js";
 import { msUntilNextMinute, parseView, reachedZero, timeOfDay } from "./views.js";
 import { Chime } from "./chime.js";
+import {
+  blackoutView,
+  levelCue,
+  levelOf,
+  messageLength,
+  parseLevelTimes,
+  parseMessage,
+  shownMessage,
+  startOptions,
+} from "./stage.js";
 
 const UNTIL_SUGGEST_MS = 5 * 60_000; // "Until a time" starts out this far ahead, on a whole minute
 const FLASH_MS = 1100; // data-flash stays this long: the CSS animation's second, and a margin
@@ -75,6 +86,7 @@ const el = {
   pause: document.getElementById("pause"),
   minus: document.getElementById("minus"),
   plus: document.getElementById("plus"),
+  stop: document.getElementById("stop"),
   cancel: document.getElementById("cancel"),
   done: document.getElementById("done"),
   fail: document.getElementById("fail"),
@@ -115,6 +127,19 @@ const el = {
   viewerLink: document.getElementById("viewer-link"),
   controllerLink: document.getElementById("controller-link"),
   shareStatus: document.getElementById("share-status"),
+  message: document.getElementById("message"),
+  announce: document.getElementById("announce"),
+  blackoutOn: document.getElementById("blackout-on"),
+  blankedNote: document.getElementById("blanked-note"),
+  stage: document.getElementById("stage"),
+  messageForm: document.getElementById("message-form"),
+  messageText: document.getElementById("message-text"),
+  messageClear: document.getElementById("message-clear"),
+  messageCount: document.getElementById("message-count"),
+  blackout: document.getElementById("blackout"),
+  overtime: document.getElementById("overtime"),
+  warnAt: document.getElementById("warn-at"),
+  dangerAt: document.getElementById("danger-at"),
 };
 
 const lang = pickLang(location.search, navigator.languages?.length ? navigator.languages : [navigator.language]);
@@ -160,6 +185,8 @@ const page = {
   chime: new Chime(),
   flashTimer: 0, // ends the flash at zero
   minuteTimer: 0, // the presenter's redraw when the time of day next changes
+  level: null, // the level last drawn (stage.js levelOf); null before the first state
+  shownMessage: undefined, // the message last drawn; undefined before the first state
 };
 
 // ---- Connection ------------------------------------------------------------
@@ -390,6 +417,13 @@ function onStart(ev) {
   const finish = parseFinishText(el.finishText.value);
   if (!finish.ok) return refuse(el.finishText, t.badFinish[finish.why]);
   el.finishText.removeAttribute("aria-invalid");
+  const times = parseLevelTimes(el.warnAt.value, el.dangerAt.value);
+  if (!times.ok) {
+    el.stage.open = true; // the field is in the Stage area: show it before pointing at it
+    return refuse(times.field === "warn" ? el.warnAt : el.dangerAt, t.badLevel[times.why]);
+  }
+  for (const input of [el.warnAt, el.dangerAt]) input.removeAttribute("aria-invalid");
+  Object.assign(fields, startOptions(el.overtime.checked, times));
   if (finish.label !== null) fields.finishedLabel = finish.label;
   remember();
   command("start", fields);
@@ -408,7 +442,14 @@ function remember() {
   try {
     localStorage.setItem(
       rememberKey(page.session),
-      JSON.stringify({ mode: el.mode.value, duration: el.seconds.value, finish: el.finishText.value }),
+      JSON.stringify({
+        mode: el.mode.value,
+        duration: el.seconds.value,
+        finish: el.finishText.value,
+        overtime: el.overtime.checked,
+        warn: el.warnAt.value,
+        danger: el.dangerAt.value,
+      }),
     );
   } catch {
     // Storage refused (private mode, full): nothing to remember with.
@@ -425,6 +466,9 @@ function recall() {
   if (!saved) return;
   if (saved.duration) el.seconds.value = saved.duration;
   el.finishText.value = saved.finish;
+  el.overtime.checked = saved.overtime;
+  el.warnAt.value = saved.warn;
+  el.dangerAt.value = saved.danger;
   if (saved.mode === "until") {
     el.mode.value = "until";
     onMode();
@@ -439,6 +483,26 @@ function command(op, fields = {}) {
   const id = send(op, fields);
   render();
   return id;
+}
+
+/** "Show message": the field's text to everyone's screen, once the page has checked it. */
+function onMessage(ev) {
+  ev.preventDefault();
+  const parsed = parseMessage(el.messageText.value);
+  if (!parsed.ok) return refuse(el.messageText, t.badMessage[parsed.why]);
+  el.messageText.removeAttribute("aria-invalid");
+  command("message", { text: parsed.text });
+}
+
+/** The blackout's toggle: the opposite of what the server says now. */
+function onBlackout() {
+  command("blackout", { on: page.link.state?.blackout !== true });
+}
+
+function renderMessageCount() {
+  const n = messageLength(el.messageText.value);
+  setText(el.messageCount, t.messageCount(n));
+  el.messageCount.dataset.over = String(n > CONTRACT.messageMaxLength);
 }
 
 function onAdjust(seconds, opener) {
@@ -554,7 +618,7 @@ function view() {
 function focusTarget(phase) {
   if (page.confirm) return el.confirmNo;
   if (phase === "running") return el.pause;
-  if (phase === "paused" || phase === WAITING_PHASE) return el.start;
+  if (phase === "paused" || phase === WAITING_PHASE || phase === OVERTIME_PHASE) return el.start;
   return el.mode.value === "until" ? el.until : el.seconds;
 }
 
@@ -595,7 +659,8 @@ function render() {
   el.start.hidden = v.hostWait;
   el.hostWait.hidden = !v.hostWait;
   setText(el.startText, t[v.text]);
-  setText(el.spinnerText, v.waiting ? t.waiting : s?.phase === WAITING_PHASE ? t.waitBusy : t.busy);
+  const busyText = s?.phase === WAITING_PHASE ? t.waitBusy : s?.phase === OVERTIME_PHASE ? t.levelOver : t.busy;
+  setText(el.spinnerText, v.waiting ? t.waiting : busyText);
 
   // What to start with and the run's controls take turns in one area.
   const byUntil = el.mode.value === "until";
@@ -615,6 +680,8 @@ function render() {
     b.hidden = !v.adjust;
     setInert(b, !live);
   }
+  el.stop.hidden = !v.stop;
+  setInert(el.stop, !live || ops.has("stop"));
   for (const [b, op] of [[el.done, "done"], [el.fail, "fail"]]) {
     b.hidden = !v.settle;
     setInert(b, !live || ops.has(op));
@@ -640,6 +707,7 @@ function render() {
   if (document.title !== title) document.title = title;
 
   el.root.dataset.spinner = String(s?.spinner === true);
+  renderStage(s, sNow, live, ops);
   renderPresenter(sNow);
   el.chime.setAttribute("aria-pressed", String(page.chime.on));
 
@@ -663,6 +731,53 @@ function render() {
   clearTimeout(page.tickTimer);
   const delay = msUntilNextChange(s, sNow);
   if (delay !== null) page.tickTimer = setTimeout(render, delay);
+}
+
+/**
+ * The level's colour (data-level), said once when it changes, and its
+ * chime; the presenter message; the blackout; the Stage area's controls.
+ */
+function renderStage(s, sNow, live, ops) {
+  const blackout = blackoutView(s, page.role, page.view.view);
+  el.root.dataset.blackout = blackout;
+  el.blackoutOn.hidden = blackout !== "indicator";
+  el.blankedNote.hidden = blackout !== "blank";
+
+  const level = levelOf(s, sNow);
+  el.root.dataset.level = level;
+  const said = [];
+  if (s) {
+    const cue = levelCue(page.level, level, s, sNow, t);
+    if (cue.announce) said.push(cue.announce);
+    if (cue.chime) page.chime.play();
+    page.level = level;
+  }
+
+  const message = shownMessage(s);
+  setText(el.message, message ?? "");
+  el.message.hidden = message === null;
+  if (message === null) delete el.root.dataset.message;
+  else el.root.dataset.message = "";
+  if (s) {
+    if (page.shownMessage !== undefined && message !== null && message !== page.shownMessage) {
+      said.push(t.messageSaid(message));
+    }
+    page.shownMessage = message;
+  }
+  // A blank screen says nothing but that it is blank.
+  if (said.length && blackout !== "blank") {
+    el.announce.textContent = ""; // the same words again (a level back and forth) are said again
+    el.announce.textContent = said.join(" ");
+  }
+
+  const controls = page.role === "open" || page.role === "controller";
+  el.stage.hidden = !controls;
+  el.blackout.setAttribute("aria-pressed", String(s?.blackout === true));
+  setInert(el.blackout, !live || ops.has("blackout"));
+  // Clear goes away with the message: the focus it held goes to the field, not the page.
+  if (message === null && document.activeElement === el.messageClear) el.messageText.focus();
+  el.messageClear.hidden = message === null;
+  setInert(el.messageClear, !live || ops.has("message"));
 }
 
 /** The presenter's time of day, on the server's clock, redrawn when the minute turns. */
@@ -769,6 +884,11 @@ function main() {
   onPress(el.pause, () => command("pause"));
   onPress(el.minus, () => onAdjust(-ADJUST_STEP, el.minus));
   onPress(el.plus, () => onAdjust(ADJUST_STEP, el.plus));
+  onPress(el.stop, () => askToEnd("stop", {}, el.stop));
+  el.messageForm.addEventListener("submit", onMessage);
+  onPress(el.messageClear, () => command("message", { text: null }));
+  onPress(el.blackout, onBlackout);
+  el.messageText.addEventListener("input", renderMessageCount);
   onPress(el.confirmYes, onConfirmYes);
   onPress(el.confirmNo, () => closeConfirm(true));
   onPress(el.rotateKey, askToRotate);
@@ -793,13 +913,14 @@ function main() {
     if (ev.target !== page.focusGoal) page.focusGoal = null; // the user chose where to be
   });
   el.mode.addEventListener("change", onMode);
-  for (const input of [el.seconds, el.until, el.finishText, el.sessionName]) {
+  for (const input of [el.seconds, el.until, el.finishText, el.sessionName, el.messageText, el.warnAt, el.dangerAt]) {
     input.addEventListener("input", () => {
       input.removeAttribute("aria-invalid");
       if (input === el.seconds) setText(el.understood, durationEcho(el.seconds.value, t));
     });
   }
   buildPresets();
+  renderMessageCount();
   el.openSession.addEventListener("submit", onOpenSession);
   el.shareController.addEventListener("toggle", () => {
     render();

@@ -403,6 +403,7 @@ export function displaySeconds(state, serverNow) {
  */
 export function msUntilNextChange(state, serverNow) {
   if (isWaiting(state)) return msUntilNextElapsed(state, serverNow);
+  if (isOvertime(state)) return msUntilNextOver(state, serverNow);
   if (!isCounting(state)) return null;
   const left = state.endsAt - serverNow;
   if (left <= 0) return null; // waiting for the finish patch
@@ -481,10 +482,14 @@ export function labelText(state, serverNow, strings) {
   if (!state) return "—";
   const secs = shownSeconds(state, serverNow);
   if (secs !== null) return formatClock(secs);
+  const over = overSeconds(state, serverNow);
+  if (over !== null) return formatOver(over);
   const label = state.label;
   const text = typeof label === "string" ? label : label == null ? "" : String(label);
   if (strings) {
     const outcome = outcomeOf(state);
+    // A stop shows the run's finish text: the server's default is the finished words.
+    if (outcome === STOPPED_OUTCOME && text === CONTRACT.labels[outcome]) return strings.finished;
     if (outcome && text === CONTRACT.labels[outcome]) return strings.outcomes[outcome];
     if (state.phase === "finished" && !outcome && text === SERVER_FINISHED_LABEL) return strings.finished;
     if (state.phase === "idle" && text === SERVER_READY_LABEL) return strings.ready;
@@ -502,10 +507,17 @@ export function labelText(state, serverNow, strings) {
 export function labelWords(state, serverNow, strings) {
   const secs = shownSeconds(state, serverNow);
   if (secs !== null) return clockWords(secs, strings);
+  const over = overSeconds(state, serverNow);
+  if (over !== null) return strings.overWords(clockWords(over, strings));
   const text = labelText(state, serverNow, strings);
   const elapsed = elapsedSeconds(state, serverNow);
   if (elapsed !== null) return strings.elapsedWords(text, clockWords(elapsed, strings));
   const badge = outcomeBadge(state, serverNow, strings);
+  const stoppedOver = stoppedOverSeconds(state);
+  // "+1:23" is for the eyes; a screen reader hears the time over in words.
+  if (badge?.shown && stoppedOver > 0) {
+    return strings.outcomeWords(strings.overWords(clockWords(stoppedOver, strings)), text);
+  }
   return badge?.shown ? strings.outcomeWords(badge.words, text) : text;
 }
 
@@ -532,10 +544,11 @@ const UNIT_RUN_RE = /(\d+)\s*([a-z]+|小時|分鐘|[秒分時])\s*/y;
  * The duration field's text to whole seconds. It takes plain seconds ("600"),
  * a clock ("10:00" is m:ss, "1:30:00" h:mm:ss) and numbers with units, alone
  * or together, largest first ("90s", "10m", "1h", "1h 30m", "10分"). The
- * result is checked against the contract's range.
+ * result is checked against `range`: the contract's for a start's length
+ * unless the caller names another of its ranges.
  * @returns {{ok: true, seconds: number} | {ok: false, why: "format"|"range"}}
  */
-export function parseDuration(text) {
+export function parseDuration(text, range = CONTRACT.seconds) {
   const t = String(text ?? "").trim().toLowerCase();
   let seconds = null;
   let m;
@@ -545,7 +558,7 @@ export function parseDuration(text) {
     seconds = Number(m[1]) * HOUR_S + Number(m[2]) * 60 + Number(m[3]);
   } else seconds = unitSeconds(t);
   if (seconds === null) return { ok: false, why: "format" };
-  if (!Number.isSafeInteger(seconds) || seconds < MIN_SECONDS || seconds > MAX_SECONDS) {
+  if (!Number.isSafeInteger(seconds) || seconds < range.min || seconds > range.max) {
     return { ok: false, why: "range" };
   }
   return { ok: true, seconds };
@@ -647,9 +660,103 @@ export function elapsedText(state, serverNow) {
   return secs === null ? null : formatElapsed(secs);
 }
 
+// ---- Overtime (a run that keeps counting past zero) ------------------------------
+
+/** The phase of a run that reached zero with `"overtime": true`, counting up. */
+export const OVERTIME_PHASE = "overtime";
+
+/** The outcome of a run ended by `stop`: the finish text, and the time over. */
+export const STOPPED_OUTCOME = "stopped";
+
+function isOvertime(state) {
+  return state?.phase === OVERTIME_PHASE && isEpochMs(state.overSince);
+}
+
+/**
+ * Whole seconds past the deadline in overtime, or null in any other phase
+ * (or without a usable overSince). Drawn from overSince and the server's
+ * time on every frame, as the countdown is drawn from endsAt, so it turns
+ * on the same boundaries as the server's ticks (overSince + k s). Never
+ * below 0 (the offset estimate may put the deadline a hair ahead) and never
+ * past the contract's cap, where the server stops the run itself.
+ */
+export function overSeconds(state, serverNow) {
+  if (!isOvertime(state) || !Number.isFinite(serverNow)) return null;
+  const ms = Math.min(Math.max(serverNow - state.overSince, 0), CONTRACT.maxOvertimeSeconds * 1000);
+  return Math.floor(ms / 1000);
+}
+
+/** Milliseconds until the time over next changes (just past the boundary), or null. */
+function msUntilNextOver(state, serverNow) {
+  if (overSeconds(state, serverNow) === null) return null;
+  const ms = serverNow - state.overSince;
+  if (ms >= CONTRACT.maxOvertimeSeconds * 1000) return null; // the server's finish is due
+  if (ms < 0) return Math.ceil(-ms) + 1;
+  return 1000 - (ms % 1000) + 1;
+}
+
+/**
+ * The time over as the label shows it: "+" and the clock ("+0", "+59",
+ * "+1:00", "+1:00:00"), as the server's own overtime label reads.
+ */
+export function formatOver(seconds) {
+  return `+${formatClock(seconds)}`;
+}
+
+const OVER_LABEL_RE = /^\+(?:(\d{1,2})d (\d{2}):(\d{2}):(\d{2})|(\d{1,2}):(\d{2}):(\d{2})|(\d{1,2}):(\d{2})|(\d{1,2}))$/;
+
+/**
+ * The whole seconds over that an overtime label says ("+0", "+1:23",
+ * "+1:00:00"), or null for any other text and any time past the contract's
+ * cap. The server sends each overtime tick's label at overSince plus that
+ * many seconds, so the label anchors the clock as `remaining` does while
+ * running (see overtimeAnchor).
+ */
+export function overFromLabel(label) {
+  const m = OVER_LABEL_RE.exec(typeof label === "string" ? label : "");
+  if (!m) return null;
+  const n = m.slice(1).map((x) => (x === undefined ? null : Number(x)));
+  let secs;
+  if (n[0] !== null) secs = ((n[0] * 24 + n[1]) * 60 + n[2]) * 60 + n[3];
+  else if (n[4] !== null) secs = (n[4] * 60 + n[5]) * 60 + n[6];
+  else if (n[7] !== null) secs = n[7] * 60 + n[8];
+  else secs = n[9];
+  // Only the text formatOver writes for that number: "+0:59" or "+60" is not one.
+  if (secs > CONTRACT.maxOvertimeSeconds || formatOver(secs) !== label) return null;
+  return secs;
+}
+
+/**
+ * The anchor (see effectiveOffset) of an overtime state, from its label: the
+ * time over is a countdown to overSince read backwards (floor((now −
+ * overSince) / 1000) is −ceil((overSince − now) / 1000)), so {endsAt:
+ * overSince, remaining: −over} is checked and corrected by the very rule the
+ * countdown's ticks are, and a tick's patch is taken as sent at overSince +
+ * over s. Null when the state gives nothing to anchor to.
+ */
+export function overtimeAnchor(state, at, sentAt = null) {
+  if (!isOvertime(state) || !Number.isFinite(at)) return null;
+  const over = overFromLabel(state.label);
+  return over === null ? null : { endsAt: state.overSince, remaining: -over, at, sentAt };
+}
+
+/** Whole seconds over in a stopped finish's `overMs`, or null when it has none usable. */
+export function stoppedOverSeconds(state) {
+  if (outcomeOf(state) !== STOPPED_OUTCOME) return null;
+  const ms = state.overMs;
+  if (!Number.isSafeInteger(ms) || ms < 0 || ms > CONTRACT.maxOvertimeSeconds * 1000) return null;
+  return Math.floor(ms / 1000);
+}
+
+// The badge of a stop: how far over it was ("+1:23 over"), or that it was stopped before zero.
+function stoppedWords(state, strings) {
+  const over = stoppedOverSeconds(state);
+  return over !== null && state.overMs > 0 ? strings.overBy(formatOver(over)) : strings.outcomes[STOPPED_OUTCOME];
+}
+
 /**
  * How a finished session ended when something other than its own countdown
- * ended it: "done", "failed" or "timeout"; null for a countdown that ran out,
+ * ended it: "done", "failed", "timeout" or "stopped"; null for a countdown that ran out,
  * any other phase, and any value the contract does not name.
  */
 export function outcomeOf(state) {
@@ -669,7 +776,7 @@ export function outcomeOf(state) {
 export function outcomeBadge(state, serverNow, strings) {
   const outcome = outcomeOf(state);
   if (!outcome) return null;
-  const words = strings.outcomes[outcome];
+  const words = outcome === STOPPED_OUTCOME ? stoppedWords(state, strings) : strings.outcomes[outcome];
   return { outcome, words, shown: labelText(state, serverNow, strings) !== words };
 }
 
@@ -680,6 +787,7 @@ export function outcomeBadge(state, serverNow, strings) {
  */
 export function confirmWords(op) {
   if (op === "done") return { ask: "confirmDone", yes: "confirmDoneYes" };
+  if (op === "stop") return { ask: "confirmStop", yes: "confirmStopYes" };
   if (op === "fail") return { ask: "confirmFail", yes: "confirmFailYes" };
   return { ask: "confirmEnd", yes: "confirmYes" };
 }
@@ -687,8 +795,10 @@ export function confirmWords(op) {
 /** Whether the question before `op` still means something in `phase` (else it closes). */
 export function confirmHolds(op, phase) {
   if (op === "done" || op === "fail") return phase === WAITING_PHASE;
-  if (op === "cancel") return phase === "running" || phase === "paused" || phase === WAITING_PHASE;
-  return phase === "running" || phase === "paused";
+  const counting = phase === "running" || phase === "paused";
+  if (op === "cancel") return counting || phase === WAITING_PHASE || phase === OVERTIME_PHASE;
+  if (op === "stop") return counting || phase === OVERTIME_PHASE;
+  return counting;
 }
 
 /** Preset durations offered beside the field, in minutes. */
@@ -700,8 +810,9 @@ export function rememberKey(session) {
 }
 
 /**
- * Last start values read back from storage: {mode, duration, finish}, each a
- * string, or null for anything else (another version's data, a hand edit).
+ * Last start values read back from storage: {mode, duration, finish, overtime,
+ * warn, danger}, each a string but overtime a boolean, or null for anything
+ * else (another version's data, a hand edit).
  */
 export function readRemembered(json) {
   let v;
@@ -716,6 +827,9 @@ export function readRemembered(json) {
     mode: v.mode === "until" ? "until" : "seconds",
     duration: str(v.duration, 64),
     finish: str(v.finish, 4 * CONTRACT.finishedLabelMaxLength),
+    overtime: v.overtime === true,
+    warn: str(v.warn, 64),
+    danger: str(v.danger, 64),
   };
 }
 
@@ -732,6 +846,8 @@ export function titleText(state, serverNow, session, strings) {
     const clock = formatClock(secs);
     return state.phase === "paused" ? `${strings.pausedTitle(clock)}${where}` : `${clock}${where}`;
   }
+  const over = overSeconds(state, serverNow);
+  if (over !== null) return `${formatOver(over)}${where}`;
   if (state?.phase === "finished") return `${labelText(state, serverNow, strings)}${where}`;
   if (isWaiting(state)) {
     const elapsed = elapsedSeconds(state, serverNow);
@@ -757,7 +873,9 @@ export function adjustEnds(state, seconds, serverNow) {
  */
 export function clockWidth(state, serverNow) {
   const secs = state ? shownSeconds(state, serverNow) : null;
-  return secs === null ? null : Math.min(formatClock(secs).length, 12);
+  const over = state ? overSeconds(state, serverNow) : null;
+  const text = secs !== null ? formatClock(secs) : over !== null ? formatOver(over) : null;
+  return text === null ? null : Math.min(text.length, 12);
 }
 
 /**
@@ -805,9 +923,10 @@ export function isAdjust(seconds) {
  * - busy: the spinner (the server's, or this page's own wait for the answer
  *   to its press); waiting: the spinner is only that wait;
  * - disabled: whether it can be pressed now;
- * - run: whether the run's controls show: Pause (`pause`), −1 min and +1 min
- *   (`adjust`) while running or paused, Done and Fail (`settle`) while
- *   waiting, and Cancel in all three.
+ * - run: whether the run's controls show: Pause (`pause`) while running,
+ *   −1 min and +1 min (`adjust`) while running, paused or in overtime, Stop
+ *   (`stop`) in those three too, Done and Fail (`settle`) while waiting, and
+ *   Cancel in all four.
  * `pending` is the set of ops in flight; `live` whether the link is up.
  */
 export function buttonView(state, { role = null, live = false, pending = new Set() } = {}) {
@@ -817,7 +936,7 @@ export function buttonView(state, { role = null, live = false, pending = new Set
   const op = paused ? "resume" : "start";
   const waiting = pending.has(op);
   const busy = Boolean(state?.spinner) || waiting;
-  const counting = phase === "running" || paused;
+  const counting = phase === "running" || paused || phase === OVERTIME_PHASE;
   const controls = !viewer && (counting || phase === WAITING_PHASE);
   return {
     // A viewer of a session nobody is running sees words, not a dead button.
@@ -831,6 +950,7 @@ export function buttonView(state, { role = null, live = false, pending = new Set
     pause: controls && phase === "running",
     adjust: controls && counting,
     settle: controls && phase === WAITING_PHASE,
+    stop: controls && counting,
   };
 }
 

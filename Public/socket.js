@@ -18,6 +18,8 @@ import {
   clockSample,
   closeOutcome,
   effectiveOffset,
+  OVERTIME_PHASE,
+  overtimeAnchor,
   reduceMessage,
 } from "./logic.js";
 
@@ -316,9 +318,9 @@ export class SessionSocket {
       // coarse clock sample, soon beaten by the pings' shorter round trips.
       if (first) this.samples = addClockSample(this.samples, clockSample(this.#connectStartedAt, at, msg.serverTime));
       this.#setAnchor(at, msg.serverTime);
-    } else if (msg.patch && "remaining" in msg.patch) {
+    } else if (msg.patch && ("remaining" in msg.patch || (this.#inOvertime() && "label" in msg.patch))) {
       this.#setAnchor(at, null);
-    } else if (this.state.phase !== "running") {
+    } else if (this.state.phase !== "running" && !this.#inOvertime()) {
       this.anchor = null;
     }
     if (first) {
@@ -331,8 +333,16 @@ export class SessionSocket {
     return { lostRun };
   }
 
+  #inOvertime() {
+    return this.state?.phase === OVERTIME_PHASE;
+  }
+
   #setAnchor(at, sentAt) {
     const s = this.state;
+    if (this.#inOvertime()) {
+      this.anchor = overtimeAnchor(s, at, sentAt); // an overtime tick carries its label, not `remaining`
+      return;
+    }
     this.anchor =
       s.phase === "running" && Number.isFinite(s.endsAt) && Number.isFinite(s.remaining)
         ? { endsAt: s.endsAt, remaining: s.remaining, at, sentAt }

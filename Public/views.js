@@ -9,7 +9,7 @@
 //
 // Neither view has controls: they only watch, over the same socket.
 
-import { COUNTDOWN_OUTCOME } from "./logic.js";
+import { COUNTDOWN_OUTCOME, OVERTIME_PHASE } from "./logic.js";
 
 export const VIEWS = ["full", "overlay", "presenter"];
 
@@ -49,11 +49,13 @@ export function parseView(search) {
 /**
  * Whether the change from phase `before` to `state` is a countdown reaching
  * zero: a running (or paused, adjusted to nothing) countdown that finished by
- * running out. A snapshot of a session finished long ago (`before` null), a
- * cancel and a wait's done, fail or timeout are not.
+ * running out, or went on into overtime. A snapshot of a session finished
+ * long ago (`before` null), a cancel, a stop and a wait's done, fail or
+ * timeout are not.
  */
 export function reachedZero(before, state) {
   if (before !== "running" && before !== "paused") return false;
+  if (state?.phase === OVERTIME_PHASE) return true;
   return state?.phase === "finished" && (state.outcome ?? COUNTDOWN_OUTCOME) === COUNTDOWN_OUTCOME;
 }
 

@@ -65,9 +65,10 @@ class Audit:
 def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang, scheme):
     """axe-core reports no WCAG 2.1 A/AA or best-practice violation on the controller's
     page idle (Share closed and open with its QR codes and the controller link, a
-    refused number and finish text, the date-and-time picker), running (with "End for
-    everyone?" too), paused and finished, nor on the view-only page idle ("Waiting for
-    the host"), running and paused; in
+    refused number and finish text, the date-and-time picker, the Stage area with a
+    refused danger time), running (with "End for everyone?" too, a presenter message,
+    the blackout's mark), paused and finished, nor on the view-only page idle ("Waiting
+    for the host"), running (with a message, and blanked by the blackout) and paused; in
     English and Traditional Chinese, and in dark mode. Proves the audit ran: each run
     checked rules and applied the tags asked for."""
     from selenium.webdriver.common.by import By
@@ -106,6 +107,19 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.wait(a, 2, lambda d: d.execute_script(
         "return document.getElementById('seconds').getAttribute('aria-invalid') === 'true'"), "the refusal")
     audit(a, "idle, a refused number")
+    pk.set_seconds(a, 5)
+
+    # The Stage area, open, with a danger time refused for not being below the warning time.
+    a.find_element(By.CSS_SELECTOR, "#stage > summary").click()
+    for field, value in (("warn-at", "5"), ("danger-at", "10")):
+        a.find_element(By.ID, field).send_keys(value)
+    pk.press_start(a)
+    pk.wait(a, 2, lambda d: d.execute_script(
+        "return document.getElementById('danger-at').getAttribute('aria-invalid') === 'true'"), "the refusal")
+    audit(a, "idle, Stage open, a refused danger time")
+    for field in ("warn-at", "danger-at"):
+        a.find_element(By.ID, field).clear()
+    a.find_element(By.CSS_SELECTOR, "#stage > summary").click()
 
     Select(a.find_element(By.ID, "mode")).select_by_value("until")
     pk.wait(a, 2, lambda d: "until" in pk.read(d)["shown"], "the date-and-time picker")
@@ -124,6 +138,24 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.wait(b, 3, lambda d: pk.read(d)["busy"] == "true", "the viewer's spinner")
     audit(b, "view-only, running")
 
+    # A message, then the blackout: the controller's page and the viewer's blank one.
+    a.find_element(By.CSS_SELECTOR, "#stage > summary").click()
+    a.find_element(By.ID, "message-text").send_keys("Wrap up")
+    pk.click(a, "message-send")
+    pk.wait(b, 3, lambda d: d.find_element(By.ID, "message").is_displayed(), "the viewer's message")
+    audit(a, "running, a message")
+    audit(b, "view-only, running, a message")
+    pk.click(a, "blackout")
+    pk.wait(b, 3, lambda d: d.execute_script("return document.documentElement.dataset.blackout") == "blank", "blank")
+    pk.wait(a, 3, lambda d: d.find_element(By.ID, "blackout-on").is_displayed(), "Blackout on")
+    audit(a, "running, blackout on")
+    audit(b, "view-only, blank")
+    pk.click(a, "blackout")
+    pk.click(a, "message-clear")
+    pk.wait(b, 3, lambda d: d.execute_script("return document.documentElement.dataset.blackout") == "off"
+            and not d.find_element(By.ID, "message").is_displayed(), "the viewer's page back")
+    a.find_element(By.CSS_SELECTOR, "#stage > summary").click()
+
     pk.click(a, "pause")
     for d in (a, b):
         pk.wait(d, 3, lambda d: phase(d) == "paused" and pk.read(d)["busy"] is None, "paused")
@@ -137,7 +169,7 @@ def test_axe_finds_no_violations_in_any_state(key_server, pool, session_id, lang
     pk.wait(a, 5, lambda d: phase(d) == "finished" and not pk.read(d)["disabled"], "finished")
     audit(a, "finished")
 
-    audit.check(13, lang)
+    audit.check(18, lang)
 
 
 @pytest.mark.parametrize("lang,scheme", [("en", "light"), ("zh-Hant", "light"), ("en", "dark")])

@@ -17,6 +17,7 @@ import struct
 import threading
 import time
 import zlib
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -106,6 +107,24 @@ def transparent_screenshot(d) -> bytes:
         d.execute_cdp_cmd("Emulation.setDefaultBackgroundColorOverride", {})
 
 
+def overlay_picture(d, artifacts_dir: Path, name: str, selector: str) -> None:
+    """Saves the overlay as OBS would composite it (artifacts and docs/<name>) and proves
+    it: transparent at the corners and the left edge, opaque pixels across `selector`."""
+    png = transparent_screenshot(d)
+    path = artifacts_dir / name
+    path.write_bytes(png)
+    width, height, rows, bpp = png_pixels(png)
+    assert (width, height) == (STAGE["width"], STAGE["height"]) and bpp == 4, (width, height, bpp)
+    for x, y in ((0, 0), (width - 1, 0), (0, height - 1), (width - 1, height - 1), (5, height // 2)):
+        assert rows[y][x * 4 + 3] == 0, f"pixel {x},{y} is not transparent: {rows[y][x * 4:x * 4 + 4]}"
+    box = pk.rect(d, selector)
+    # Three rows across the box: its middle may fall between two lines of text.
+    opaque = max(sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[y][x * 4 + 3] == 255)
+                 for y in (int(box["y"] + box["h"] * f) for f in (0.25, 0.5, 0.75)))
+    assert opaque > 10, f"{selector}'s rows have only {opaque} opaque pixels"
+    keep_in_docs(path, name)
+
+
 # -- the views --------------------------------------------------------------------------------
 def test_overlay_is_the_label_alone_on_a_transparent_page(server, pool, session_id, artifacts_dir):
     """?view=overlay shows the label and nothing else (no button, controls, footer or
@@ -130,18 +149,7 @@ def test_overlay_is_the_label_alone_on_a_transparent_page(server, pool, session_
         r = pk.axe_audit(d)
         assert r["rules"] >= 30 and not r["violations"], pk.format_violations(r["violations"])
 
-        png = transparent_screenshot(d)
-        path = artifacts_dir / "overlay.png"
-        path.write_bytes(png)
-        width, height, rows, bpp = png_pixels(png)
-        assert (width, height) == (STAGE["width"], STAGE["height"]) and bpp == 4, (width, height, bpp)
-        for x, y in ((0, 0), (width - 1, 0), (0, height - 1), (width - 1, height - 1), (5, height // 2)):
-            assert rows[y][x * 4 + 3] == 0, f"pixel {x},{y} is not transparent: {rows[y][x * 4:x * 4 + 4]}"
-        box = pk.rect(d, "#label-text")
-        mid = int(box["y"] + box["h"] / 2)
-        opaque = sum(1 for x in range(int(box["x"]), int(box["x"] + box["w"])) if rows[mid][x * 4 + 3] == 255)
-        assert opaque > 10, f"the label's row has only {opaque} opaque pixels"
-        keep_in_docs(path, "overlay.png")
+        overlay_picture(d, artifacts_dir, "overlay.png", "#label-text")
 
         # A dark system scheme changes nothing: the same type, still no violation.
         colour = style(d, "#label", "color")
@@ -268,11 +276,30 @@ AUDIO_SPY = """
   };
   const start = AudioBufferSourceNode.prototype.start;
   AudioBufferSourceNode.prototype.start = function (...args) {
-    spy.starts.push({ at: Date.now(), phase: document.documentElement.dataset.phase || '' });
+    const root = document.documentElement;
+    spy.starts.push({ at: Date.now(), phase: root.dataset.phase || '', level: root.dataset.level || '' });
     return start.apply(this, args);
   };
 })();
 """
+
+
+@contextmanager
+def audio_spied(d):
+    """AUDIO_SPY in every page `d` loads meanwhile; the chime's switch forgotten after."""
+    script = d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": AUDIO_SPY})["identifier"]
+    try:
+        yield
+    finally:
+        d.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script})
+        d.execute_script("localStorage.removeItem('countdown.chime')")
+
+
+def open_without_chime(d, server, session: str) -> None:
+    """Opens the full page with the chime's switch forgotten, as on a first visit (off)."""
+    open_view(d, server, session)
+    d.execute_script("localStorage.removeItem('countdown.chime')")
+    open_view(d, server, session)
 
 
 def through_zero(d, obs, seconds: int) -> None:
@@ -296,52 +323,46 @@ def test_chime_is_unlocked_by_its_toggle_and_plays_at_zero(server, pool, session
     switch reads on, but nothing is created until the page gets a click. Checked with a
     spy on AudioContext and start() installed before any page script."""
     d = pool(2)
-    script = d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": AUDIO_SPY})["identifier"]
     obs = pk.Observer(server.ws_url(session_id))
     try:
-        open_view(d, server, session_id)
-        d.execute_script("localStorage.removeItem('countdown.chime')")
-        open_view(d, server, session_id)
-        assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "false"
-        through_zero(d, obs, 1)
-        assert spy(d) == {"created": 0, "starts": []}
+        with audio_spied(d):
+            open_without_chime(d, server, session_id)
+            assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "false"
+            through_zero(d, obs, 1)
+            assert spy(d) == {"created": 0, "starts": []}
 
-        pk.click(d, "chime")
-        pk.wait(d, 2, lambda d: spy(d)["created"] == 1, "the AudioContext, made by the click")
-        pk.wait(d, 3, lambda d: len(spy(d)["starts"]) == 1, "the chime heard once when turned on")
-        assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "true"
-        assert d.execute_script("return localStorage.getItem('countdown.chime')") == "on"
-        r = pk.axe_audit(d)
-        assert not r["violations"], pk.format_violations(r["violations"])
+            pk.click(d, "chime")
+            pk.wait(d, 2, lambda d: spy(d)["created"] == 1, "the AudioContext, made by the click")
+            pk.wait(d, 3, lambda d: len(spy(d)["starts"]) == 1, "the chime heard once when turned on")
+            assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "true"
+            assert d.execute_script("return localStorage.getItem('countdown.chime')") == "on"
+            r = pk.axe_audit(d)
+            assert not r["violations"], pk.format_violations(r["violations"])
 
-        obs.start(2)
-        ends = obs.snapshot()["endsAt"]
-        pk.wait(d, 5, lambda d: len(spy(d)["starts"]) == 2, "the chime at zero")
-        at_zero = spy(d)["starts"][1]
-        assert at_zero["phase"] == "finished"
-        assert ends - 50 <= at_zero["at"] <= ends + 600, f"start() at {at_zero['at']}, the deadline {ends}"
-        assert spy(d)["created"] == 1
+            obs.start(2)
+            ends = obs.snapshot()["endsAt"]
+            pk.wait(d, 5, lambda d: len(spy(d)["starts"]) == 2, "the chime at zero")
+            at_zero = spy(d)["starts"][1]
+            assert at_zero["phase"] == "finished"
+            assert ends - 50 <= at_zero["at"] <= ends + 600, f"start() at {at_zero['at']}, the deadline {ends}"
+            assert spy(d)["created"] == 1
 
-        # Remembered; but without a gesture on this page, nothing is made.
-        open_view(d, server, session_id)
-        assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "true"
-        assert spy(d)["created"] == 0
-        pk.click(d, "label")
-        pk.wait(d, 2, lambda d: spy(d)["created"] == 1, "the AudioContext after the first click on the page")
-        through_zero(d, obs, 1)
-        assert len(spy(d)["starts"]) == 1, "no chime at zero after the reload"
+            # Remembered; but without a gesture on this page, nothing is made.
+            open_view(d, server, session_id)
+            assert d.execute_script("return document.getElementById('chime').getAttribute('aria-pressed')") == "true"
+            assert spy(d)["created"] == 0
+            pk.click(d, "label")
+            pk.wait(d, 2, lambda d: spy(d)["created"] == 1, "the AudioContext after the first click on the page")
+            through_zero(d, obs, 1)
+            assert len(spy(d)["starts"]) == 1, "no chime at zero after the reload"
 
-        # Off again: a zero is silent.
-        pk.click(d, "chime")
-        assert d.execute_script("return localStorage.getItem('countdown.chime')") == "off"
-        through_zero(d, obs, 1)
-        assert len(spy(d)["starts"]) == 1
+            # Off again: a zero is silent.
+            pk.click(d, "chime")
+            assert d.execute_script("return localStorage.getItem('countdown.chime')") == "off"
+            through_zero(d, obs, 1)
+            assert len(spy(d)["starts"]) == 1
     finally:
-        d.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script})
-        try:
-            d.execute_script("localStorage.removeItem('countdown.chime')")
-        finally:
-            obs.close()
+        obs.close()
 
 
 # -- embedding: --frame-ancestors --------------------------------------------------------------

@@ -80,11 +80,18 @@ test("parseFinishText: empty is the default, ends are trimmed, the server's rule
 
 test("readRemembered: last values back from storage, anything odd refused", () => {
   assert.equal(rememberKey("team-a"), "countdown.last.team-a");
+  const none = { overtime: false, warn: "", danger: "" };
   assert.deepEqual(readRemembered(JSON.stringify({ mode: "seconds", duration: "10m", finish: "Go" })),
-    { mode: "seconds", duration: "10m", finish: "Go" });
-  assert.deepEqual(readRemembered(JSON.stringify({ mode: "until" })), { mode: "until", duration: "", finish: "" });
+    { mode: "seconds", duration: "10m", finish: "Go", ...none });
+  assert.deepEqual(readRemembered(JSON.stringify({ mode: "until" })), { mode: "until", duration: "", finish: "", ...none });
   assert.deepEqual(readRemembered(JSON.stringify({ mode: "evil", duration: 5, finish: ["x"] })),
-    { mode: "seconds", duration: "", finish: "" });
+    { mode: "seconds", duration: "", finish: "", ...none });
+  // The stage's start options: overtime only when stored as true, the times as short strings.
+  assert.deepEqual(readRemembered(JSON.stringify({ overtime: true, warn: "2m", danger: "30s" })),
+    { mode: "seconds", duration: "", finish: "", overtime: true, warn: "2m", danger: "30s" });
+  for (const odd of ["true", 1, null, {}]) assert.equal(readRemembered(JSON.stringify({ overtime: odd })).overtime, false);
+  assert.equal(readRemembered(JSON.stringify({ warn: "x".repeat(65), danger: 120 })).warn, "");
+  assert.equal(readRemembered(JSON.stringify({ danger: 120 })).danger, "");
   assert.equal(readRemembered(JSON.stringify({ duration: "x".repeat(65) })).duration, "");
   for (const bad of [null, "", "{", "[]", "42", '"x"', "null"]) assert.equal(readRemembered(bad), null, String(bad));
 });

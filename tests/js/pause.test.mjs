@@ -80,9 +80,9 @@ const idle = { phase: "idle", spinner: false, enabled: true, label: "Ready", end
 const live = (role = "open", pending = []) => ({ role, live: true, pending: new Set(pending) });
 
 test("the big button: Start, spinner while running, Resume (no spinner) while paused", () => {
-  assert.deepEqual(buttonView(idle, live()), { hostWait: false, op: "start", text: "start", busy: false, waiting: false, disabled: false, run: false, pause: false, adjust: false, settle: false });
-  assert.deepEqual(buttonView(running(5000, 5), live()), { hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true, run: true, pause: true, adjust: true, settle: false });
-  assert.deepEqual(buttonView(paused(3000), live()), { hostWait: false, op: "resume", text: "resume", busy: false, waiting: false, disabled: false, run: true, pause: false, adjust: true, settle: false });
+  assert.deepEqual(buttonView(idle, live()), { hostWait: false, op: "start", text: "start", busy: false, waiting: false, disabled: false, run: false, pause: false, adjust: false, settle: false, stop: false });
+  assert.deepEqual(buttonView(running(5000, 5), live()), { hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true, run: true, pause: true, adjust: true, settle: false, stop: true });
+  assert.deepEqual(buttonView(paused(3000), live()), { hostWait: false, op: "resume", text: "resume", busy: false, waiting: false, disabled: false, run: true, pause: false, adjust: true, settle: false, stop: true });
 });
 
 test("a press is a wait: Start or Resume in flight spins and disables the button", () => {
@@ -96,8 +96,8 @@ test("a press is a wait: Start or Resume in flight spins and disables the button
 });
 
 test("a viewer sees the seed's button, disabled, spinning while running, and no run controls", () => {
-  assert.deepEqual(buttonView(running(5000, 5), live("viewer")), { hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true, run: false, pause: false, adjust: false, settle: false });
-  assert.deepEqual(buttonView(paused(3000), live("viewer")), { hostWait: false, op: "resume", text: "paused", busy: false, waiting: false, disabled: true, run: false, pause: false, adjust: false, settle: false });
+  assert.deepEqual(buttonView(running(5000, 5), live("viewer")), { hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true, run: false, pause: false, adjust: false, settle: false, stop: false });
+  assert.deepEqual(buttonView(paused(3000), live("viewer")), { hostWait: false, op: "resume", text: "paused", busy: false, waiting: false, disabled: true, run: false, pause: false, adjust: false, settle: false, stop: false });
   assert.equal(buttonView(idle, live("viewer")).disabled, true);
   // Nothing running: the viewer sees "Waiting for the host" in the button's place.
   assert.equal(buttonView(idle, live("viewer")).hostWait, true);

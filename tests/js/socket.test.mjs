@@ -222,3 +222,22 @@ test("while waiting the clock is the offset estimate alone, and a restart that t
   sock().receive({ type: "snapshot", epoch: "e2", seq: 1, serverTime: 1_073_000, state: { phase: "idle" } });
   assert.deepEqual(calls.at(-1), ["message", "snapshot", true]);
 });
+
+test("in overtime each tick's label anchors the clock, and a patch without one keeps the anchor", (t) => {
+  const { link, sock, tick } = harness(t);
+  link.connect();
+  sock().open();
+  const overSince = 1_000_000;
+  // The page's clock is 2 s behind the server's; its first sample (the snapshot) is all it has.
+  sock().receive({ type: "snapshot", epoch: "e1", seq: 3, serverTime: overSince + 2000,
+    state: { phase: "overtime", spinner: true, enabled: false, label: "+2", remaining: 0, overSince } });
+  assert.deepEqual(link.anchor, { endsAt: overSince, remaining: -2, at: 1_000_000, sentAt: overSince + 2000 });
+  tick(1000);
+  sock().receive({ type: "patch", seq: 4, patch: { label: "+3" } });
+  assert.equal(link.anchor.remaining, -3);
+  assert.equal(Math.floor((link.serverNow() - overSince) / 1000), 3);
+  sock().receive({ type: "patch", seq: 5, patch: { message: "Wrap up" } });
+  assert.equal(link.anchor.remaining, -3, "a message is no tick");
+  sock().receive({ type: "patch", seq: 6, patch: { phase: "finished", label: "Countdown finished", overSince: null } });
+  assert.equal(link.anchor, null);
+});

@@ -161,13 +161,13 @@ test("the big button spins while waiting and takes no press; a host gets Done, F
   const host = buttonView(waiting(), { role: "controller", live: true });
   assert.deepEqual(host, {
     hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true,
-    run: true, pause: false, adjust: false, settle: true,
+    run: true, pause: false, adjust: false, settle: true, stop: false,
   });
   assert.deepEqual(buttonView(waiting(), { role: "open", live: true }), host);
   const viewer = buttonView(waiting(), { role: "viewer", live: true });
   assert.deepEqual(viewer, {
     hostWait: false, op: "start", text: "start", busy: true, waiting: false, disabled: true,
-    run: false, pause: false, adjust: false, settle: false,
+    run: false, pause: false, adjust: false, settle: false, stop: false,
   });
   // Done and Fail are the waiting phase's own: never beside a countdown.
   for (const phase of ["idle", "running", "paused", "finished"]) {
