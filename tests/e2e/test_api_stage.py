@@ -14,7 +14,7 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 
 from apikit import command, read
-from cdclient import Client, run_async
+from cdclient import Client, check_state_shape, run_async
 from serverproc import PUBLIC_DIR, start_server
 
 TOKEN = "stage-token-0123456789abcdef"
@@ -55,6 +55,19 @@ def test_the_document_names_what_the_contract_names():
     for field in ("warnAtSeconds", "dangerAtSeconds"):
         prop = schemas["Command"]["properties"][field]
         assert (prop["minimum"], prop["maximum"]) == (c["levelSeconds"]["min"], c["levelSeconds"]["max"])
+
+
+def test_the_state_examples_are_states_the_checks_take():
+    """The State schema's examples validate against it, and each passes the test client's
+    own checks of a state's invariants (overSince only in overtime, overMs only stopped)."""
+    doc = document()
+    # At the document's root, so the State schema's $ref to Phase resolves.
+    validator = OAS31Validator({"components": doc["components"], "$ref": "#/components/schemas/State"})
+    examples = doc["components"]["schemas"]["State"]["examples"]
+    assert {e["phase"] for e in examples} >= {"running", "overtime", "finished"}
+    for example in examples:
+        validator.validate(example)
+        check_state_shape(example)
 
 
 def test_the_command_examples_are_commands(api, session_id):
