@@ -28,21 +28,35 @@ public struct SessionStateMachine: Sendable {
   /// a wait's labels travel with the wait.
   private enum State: Sendable {
     case idle
-    case running(endsAt: Int64, Run)
-    case paused(remainingMs: Int64, Run)
+    case running(endsAt: Int64, Run?)
+    case paused(remainingMs: Int64, Run?)
     /// Counting up from the deadline the run passed.
-    case overtime(since: Int64, Run)
+    case overtime(since: Int64, Run?)
     /// The rest of a wait is boxed: waits are few, and the box keeps every
     /// session's state no larger than a run's.
     case waiting(startedAt: Int64, Wait)
     /// A stopped run's time over in ms (< 0: none), which fits 32 bits.
-    case finished(label: String?, outcome: Outcome, overMs: Int32)
+    case finished(label: Run?, outcome: Outcome, overMs: Int32)
   }
 
-  /// What a run carries beside its time: its own finished label and options.
-  struct Run: Sendable {
-    var finishedLabel: String?
-    var options: RunOptions
+  /// What a run carries beside its time, its own finished label and
+  /// options, boxed and shared by the copies of one state: most runs have
+  /// neither (nil), and the box keeps every session's state one word smaller.
+  /// A finished session keeps the label it shows in one too.
+  final class Run: Sendable {
+    let finishedLabel: String?
+    let options: RunOptions
+
+    private init(finishedLabel: String?, options: RunOptions) {
+      self.finishedLabel = finishedLabel
+      self.options = options
+    }
+
+    /// A box for these, or nil when there is nothing to keep.
+    static func of(finishedLabel: String?, options: RunOptions = .none) -> Run? {
+      finishedLabel == nil && options == .none
+        ? nil : Run(finishedLabel: finishedLabel, options: options)
+    }
   }
 
   /// The presenter's message and blackout, boxed: few sessions have one.
@@ -184,8 +198,8 @@ public struct SessionStateMachine: Sendable {
         .waiting(startedAt: startedAt, timeoutAt: wait.timeoutAt), wait.timeoutLabel
       )
       waitLabel = wait.label
-    case .finished(let finishedLabel, let outcome, let over):
-      (status, label) = (.finished(outcome), finishedLabel)
+    case .finished(let run, let outcome, let over):
+      (status, label) = (.finished(outcome), run.finishedLabel)
       overMs = over < 0 ? nil : Int64(over)
     }
     return SessionRecord(
@@ -234,8 +248,9 @@ public struct SessionStateMachine: Sendable {
         phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
         remaining: 0, duration: 0, endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
         stale: stale, startedAt: startedAt, timeoutAt: wait.timeoutAt)
-    case .finished(let label, let outcome, let overMs):
-      var state = settled(.finished, label: label ?? settings.finishedLabel(for: outcome))
+    case .finished(let run, let outcome, let overMs):
+      var state = settled(
+        .finished, label: run.finishedLabel ?? settings.finishedLabel(for: outcome))
       state.outcome = outcome
       state.overMs = overMs < 0 ? nil : Int64(overMs)
       return state
@@ -293,7 +308,7 @@ public struct SessionStateMachine: Sendable {
     notice =
       record.message == nil && !record.blackout
       ? nil : Notice(message: record.message, blackout: record.blackout)
-    let run = Run(finishedLabel: record.finishedLabel, options: record.run)
+    let run = Run.of(finishedLabel: record.finishedLabel, options: record.run)
     switch record.status {
     case .running(let endsAt):
       state = .running(endsAt: endsAt, run)
@@ -315,7 +330,7 @@ public struct SessionStateMachine: Sendable {
     case .finished(let outcome):
       // Validated records hold at most a day over.
       state = .finished(
-        label: record.finishedLabel, outcome: outcome,
+        label: Run.of(finishedLabel: record.finishedLabel), outcome: outcome,
         overMs: record.overMs.map { Int32(clamping: $0) } ?? -1)
       remaining = 0
     }
@@ -393,7 +408,7 @@ public struct SessionStateMachine: Sendable {
 
   /// A run or a wait ended by itself at `now`.
   private mutating func finish(label: String?, outcome: Outcome, now: Int64) {
-    state = .finished(label: label, outcome: outcome, overMs: -1)
+    state = .finished(label: Run.of(finishedLabel: label), outcome: outcome, overMs: -1)
     remaining = 0
     publishedViewers = liveViewers
     if liveViewers == 0 { quietSince = now }
@@ -495,4 +510,11 @@ public struct SessionStateMachine: Sendable {
     if fields.contains(.viewers) { lastViewerPatchAt = now }
     return .broadcast(Patch(seq: seq, fields: fields, state: after), next: nextDeadline)
   }
+}
+
+extension Optional where Wrapped == SessionStateMachine.Run {
+  /// A run's own finished label; nil for no box.
+  var finishedLabel: String? { self?.finishedLabel }
+  /// A run's options; none for no box.
+  var options: RunOptions { self?.options ?? .none }
 }
