@@ -361,6 +361,23 @@ public struct SessionStateMachine: Sendable {
 
   /// Time passed: tick, finish, flush a merged viewer count, or expire.
   public mutating func advance(now: Int64) -> Action {
+    // The common case, a tick, changes a known few fields: it needs neither
+    // the state before nor a comparison of every field.
+    switch state {
+    case .running(let endsAt, let run) where endsAt > now:
+      // Derived from the deadline, never counted, so late wake-ups cannot drift.
+      let next = Self.wholeSeconds(from: now, to: endsAt)
+      let options = run.options
+      let level: FieldSet =
+        options.level(remaining: Int(next)) != options.level(remaining: Int(remaining))
+        ? .level : []
+      return tick(to: next, fields: [.label, .remaining, level], now: now)
+    case .overtime(let since, _) where now < since + SessionRecord.maxOvertimeMs:
+      // From the deadline, like the countdown's ticks; `remaining` shows 0.
+      return tick(to: Self.secondsOver(since: since, now: now), fields: .label, now: now)
+    default:
+      break
+    }
     let before = published
     var changed = false
     switch state {
@@ -368,31 +385,19 @@ public struct SessionStateMachine: Sendable {
       // The record's own settling, as for a finish, so every instance agrees.
       take(record.settled(at: now), now: now)
       changed = true
-    case .running(let endsAt, let run):
-      if endsAt <= now {
-        finish(label: run.finishedLabel, outcome: .elapsed, now: now)
-        changed = true
-      } else {
-        // Derived from the deadline, never counted, so late wake-ups cannot drift.
-        let next = Self.wholeSeconds(from: now, to: endsAt)
-        changed = next != remaining
-        remaining = next
-      }
+    case .running(_, let run):
+      // At or past the deadline: a tick was handled above.
+      finish(label: run.finishedLabel, outcome: .elapsed, now: now)
+      changed = true
     case .waiting(_, let wait) where wait.timeoutAt.map { $0 <= now } == true:
       // The record's own settling, so every instance (and a restart) that
       // holds this timeoutAt finishes the wait alike.
       finish(label: wait.timeoutLabel, outcome: .timeout, now: now)
       changed = true
-    case .overtime(let since, _):
-      if let end = record.selfFinishAt, end <= now {
-        take(record.settled(at: now), now: now)
-        changed = true
-      } else {
-        // From the deadline, like the countdown's ticks.
-        let next = Self.secondsOver(since: since, now: now)
-        changed = next != remaining
-        remaining = next
-      }
+    case .overtime:
+      // A day over: a tick was handled above.
+      take(record.settled(at: now), now: now)
+      changed = true
     case .idle, .paused, .waiting, .finished:
       break
     }
@@ -404,6 +409,20 @@ public struct SessionStateMachine: Sendable {
     }
     if let expiry = expiresAt, now >= expiry { return .expire }
     return .schedule(next: nextDeadline)
+  }
+
+  /// A tick to `next` shown seconds: `fields` change when the seconds do,
+  /// and a viewer count due rides along, as the full comparison would find.
+  private mutating func tick(to next: Int32, fields: FieldSet, now: Int64) -> Action {
+    let changed = next != remaining
+    remaining = next
+    let viewersBefore = publishedViewers
+    if changed || viewerPatchAllowed(now: now) { publishedViewers = liveViewers }
+    var set: FieldSet = changed ? fields : []
+    if publishedViewers != viewersBefore { set.insert(.viewers) }
+    // A run never expires, so there is nothing else to do.
+    guard !set.isEmpty else { return .schedule(next: nextDeadline) }
+    return publish(set, published, now: now)
   }
 
   /// A run or a wait ended by itself at `now`.
@@ -503,7 +522,11 @@ public struct SessionStateMachine: Sendable {
   /// Numbers and records the change from `before` to the state now, if any.
   private mutating func publishing(from before: CountdownState, now: Int64) -> Action {
     let after = published
-    let fields = after.changes(from: before)
+    return publish(after.changes(from: before), after, now: now)
+  }
+
+  /// Numbers and records a patch of `fields` to `after`, if any.
+  private mutating func publish(_ fields: FieldSet, _ after: CountdownState, now: Int64) -> Action {
     guard !fields.isEmpty else { return .schedule(next: nextDeadline) }
     seq += 1
     recentFields[Int(seq % UInt64(Self.mergeWindow))] = fields.coarse

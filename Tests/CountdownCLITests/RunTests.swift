@@ -130,13 +130,14 @@ import Testing
     let answer = await firstAnswer(quick, within: 5)
     #expect(answer != nil && answer! == nil)
     let slow = Task { () -> (any Error)? in
-      try? await Task.sleep(nanoseconds: 3_000_000_000)
+      // Far longer than any loaded machine delays the budget's own timer.
+      try? await Task.sleep(nanoseconds: 60_000_000_000)
       return nil
     }
     let began = Date()
     let none = await firstAnswer(slow, within: 0.1)
     #expect(none == nil)
-    #expect(Date().timeIntervalSince(began) < 2)
+    #expect(Date().timeIntervalSince(began) < 30)
     slow.cancel()
   }
 }
