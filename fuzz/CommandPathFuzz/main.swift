@@ -260,7 +260,22 @@ private final class World {
       writer.string(text)
       return String(decoding: writer.bytes, as: UTF8.self)
     }
-    switch program.byte() % 12 {
+    switch program.byte() % 15 {
+    case 12:
+      fields.append(("op", quoted("stop")))
+    case 13:
+      fields.append(("op", quoted("message")))
+      switch program.byte() % 4 {
+      case 0: fields.append(("text", "null"))
+      case 1: fields.append(("text", value(&program)))
+      case 2: break
+      default:
+        fields.append(
+          ("text", quoted(String(decoding: program.text(maxLength: 200), as: UTF8.self))))
+      }
+    case 14:
+      fields.append(("op", quoted("blackout")))
+      fields.append(("on", program.pick(["true", "false", "null", "1", "\"on\""])))
     case 10:
       fields.append(("op", quoted("wait")))
       let shape = program.byte()
@@ -282,6 +297,12 @@ private final class World {
       }
       let label = program.byte()
       if label % 2 == 1 { fields.append(("finishedLabel", quoted(program.pick(labels)))) }
+      // A run's options, from the same tables: in range, out, and of the wrong type.
+      if label & 2 == 2 {
+        fields.append(("overtime", program.pick(["true", "false", "1", "null"])))
+      }
+      if label & 4 == 4 { fields.append(("warnAtSeconds", value(&program))) }
+      if label & 8 == 8 { fields.append(("dangerAtSeconds", value(&program))) }
     case 1: fields.append(("op", quoted("cancel")))
     case 2: fields.append(("op", quoted("pause")))
     case 3: fields.append(("op", quoted("resume")))
@@ -409,6 +430,10 @@ private final class World {
     case .wait: check(after.phase == .waiting, "a session told to wait is \(after.phase)")
     case .done: check(after.outcome == .done, "a done session is \(after.status)")
     case .fail: check(after.outcome == .failed, "a failed session is \(after.status)")
+    case .stop: check(after.outcome == .stopped && after.overMs != nil, "a stopped \(after.status)")
+    case .message(let text):
+      check(after.message == text, "message \(String(describing: after.message))")
+    case .blackout(let on): check(after.blackout == on, "blackout \(after.blackout)")
     case .adjust, .rotateKey: break
     }
   }

@@ -72,7 +72,8 @@ private func fuzzDecode(_ bytes: [UInt8]) {
   case .success(let message):
     if let id = message.id { checkFrame(WireCodec.ack(id: id, seq: 1), "ack") }
     switch message.request {
-    case .command(.start(let length, let label)):
+    case .command(.start(let length, let label, let options)):
+      check(options.isValid, "start options \(options)")
       switch length {
       case .seconds(let seconds):
         check(SessionRecord.secondsRange.contains(seconds), "seconds \(seconds)")
@@ -102,7 +103,12 @@ private func fuzzDecode(_ bytes: [UInt8]) {
       if let label {
         check(SessionRecord.isValidFinishedLabel(label), "label \(label.debugDescription)")
       }
-    case .command(.cancel), .command(.pause), .command(.resume), .rotateKey:
+    case .command(.message(let text)):
+      if let text {
+        check(SessionRecord.isValidMessage(text), "message \(text.debugDescription)")
+      }
+    case .command(.cancel), .command(.pause), .command(.resume), .command(.stop),
+      .command(.blackout), .rotateKey:
       break
     case .ping(let t):
       check(t.utf8.count <= WireCodec.maxPingTLength && Double(t)?.isFinite == true, "t \(t)")
@@ -211,6 +217,9 @@ private func fuzzHeldCommands(_ bytes: [UInt8]) {
         check(record.remainingMs.map { $0 > 0 } == true && record.endsAt == nil, "paused \(record)")
       case .waiting:
         check(record.startedAt != nil && record.endsAt == nil && record.duration == 0, "\(record)")
+      case .overtime:
+        check(
+          record.overSince != nil && record.run.overtime && record.remainingMs == nil, "\(record)")
       case .idle, .finished: check(record.endsAt == nil && record.remainingMs == nil, "\(record)")
       }
       check(record.damage == nil, "damaged record \(record)")
