@@ -223,26 +223,27 @@ public struct SessionStateMachine: Sendable {
     case .idle:
       return settled(.idle, label: settings.idleLabel)
     case .running(let endsAt, let run):
-      return CountdownState(
-        phase: .running, spinner: true, enabled: false, label: String(remaining),
-        remaining: Int(remaining), duration: Int(duration), endsAt: endsAt, remainingMs: nil,
-        viewers: Int(publishedViewers), stale: stale,
-        level: run.options.level(remaining: Int(remaining)), overtime: run.options.overtime,
-        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
+      return with(
+        run.options,
+        CountdownState(
+          phase: .running, spinner: true, enabled: false, label: String(remaining),
+          remaining: Int(remaining), duration: Int(duration), endsAt: endsAt, remainingMs: nil,
+          viewers: Int(publishedViewers), stale: stale))
     case .paused(let remainingMs, let run):
-      return CountdownState(
-        phase: .paused, spinner: false, enabled: true, label: String(remaining),
-        remaining: Int(remaining), duration: Int(duration), endsAt: nil, remainingMs: remainingMs,
-        viewers: Int(publishedViewers), stale: stale,
-        level: run.options.level(remaining: Int(remaining)), overtime: run.options.overtime,
-        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
+      return with(
+        run.options,
+        CountdownState(
+          phase: .paused, spinner: false, enabled: true, label: String(remaining),
+          remaining: Int(remaining), duration: Int(duration), endsAt: nil,
+          remainingMs: remainingMs, viewers: Int(publishedViewers), stale: stale))
     case .overtime(let since, let run):
-      return CountdownState(
-        phase: .overtime, spinner: true, enabled: false,
-        label: Self.overtimeLabel(seconds: Int(remaining)), remaining: 0,
-        duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
-        stale: stale, level: .over, overSince: since, overtime: true,
-        warnAtSeconds: run.options.warnAtSeconds, dangerAtSeconds: run.options.dangerAtSeconds)
+      return with(
+        run.options,
+        CountdownState(
+          phase: .overtime, spinner: true, enabled: false,
+          label: Self.overtimeLabel(seconds: Int(remaining)), remaining: 0,
+          duration: Int(duration), endsAt: nil, remainingMs: nil, viewers: Int(publishedViewers),
+          stale: stale, overSince: since))
     case .waiting(let startedAt, let wait):
       return CountdownState(
         phase: .waiting, spinner: true, enabled: false, label: wait.label ?? settings.waitingLabel,
@@ -255,6 +256,17 @@ public struct SessionStateMachine: Sendable {
       state.overMs = overMs < 0 ? nil : Int64(overMs)
       return state
     }
+  }
+
+  /// A run's state with its options, and the level they give: from the
+  /// seconds shown, or over in overtime.
+  private func with(_ options: RunOptions, _ state: CountdownState) -> CountdownState {
+    var state = state
+    state.level = state.phase == .overtime ? .over : options.level(remaining: state.remaining)
+    state.overtime = options.overtime
+    state.warnAtSeconds = options.warnAtSeconds
+    state.dangerAtSeconds = options.dangerAtSeconds
+    return state
   }
 
   /// The label in overtime: `+` and the seconds over, clock style from a minute.
