@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import http.client
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,27 @@ class ServerProcess:
             pytest.fail(f"server died during the tests (exit code {rc})\nstderr:\n{self.stderr()}")
         rc = self.terminate(signal.SIGTERM)
         assert rc == 0, f"server exited with {rc} on SIGTERM (expected 0)\nstderr:\n{self.stderr()}"
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Waits for /readyz to answer 200: in a cluster, the listening line comes before
+        Redis is connected, and until then reads and commands are refused `unavailable`."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=2)
+            try:
+                connection.request("GET", "/readyz")
+                response = connection.getresponse()
+                last = (response.status, response.read())
+                if response.status == 200:
+                    return
+            except OSError as error:
+                last = error
+            finally:
+                connection.close()
+            if time.monotonic() > deadline or not self.alive():
+                pytest.fail(f"/readyz not 200 within {timeout}s (last {last!r})\nstderr:\n{self.stderr()}")
+            time.sleep(0.05)
 
     # -- addresses -----------------------------------------------------------------
     @property

@@ -26,10 +26,22 @@ def cluster():
     redis = Redis()
     servers = [start_server("--redis", redis.url, "--api-token-file", str(tokens),
                             "--max-commands-per-second", "100000") for _ in range(2)]
+    for server in servers:
+        server.wait_ready()
     yield redis, servers
     for server in servers:
         server.stop_and_check()
     redis.stop()
+
+
+def wait_keys(redis, pred, timeout: float = 10.0) -> set[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        keys = set(redis.command("KEYS", "*").splitlines())
+        if pred(keys):
+            return keys
+        assert time.monotonic() < deadline, f"keys never matched: {sorted(keys)}"
+        time.sleep(0.02)
 
 
 def test_read_of_a_session_held_elsewhere(cluster, session_id):
@@ -38,7 +50,9 @@ def test_read_of_a_session_held_elsewhere(cluster, session_id):
     redis, (a, b) = cluster
     started = command(a, session_id, {"op": "start", "seconds": 90})
     assert started.status == 200, started.body
-    keys = set(redis.command("KEYS", "*").splitlines())
+    # A's presence writes the session's viewer count on its own timer: the keys are
+    # taken once that is in, so that only what B's read might add is compared.
+    keys = wait_keys(redis, lambda k: f"countdown:v:{session_id}" in k)
     there = read(b, session_id).json
     assert there["type"] == "snapshot" and there["session"] == session_id
     assert there["state"]["phase"] == "running"
