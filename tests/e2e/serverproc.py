@@ -197,11 +197,16 @@ class ServerProcess:
 
 
 def start_server(*extra: str, public: Path | str = PUBLIC_DIR, env: dict[str, str] | None = None,
-                 prefix: list[str] | None = None) -> ServerProcess:
+                 prefix: list[str] | None = None, ready: bool | None = None) -> ServerProcess:
     """`env` is added to this process's environment (COUNTDOWN_* variables); `prefix` runs
-    the server through another command (for example `unshare`)."""
+    the server through another command (for example `unshare`). `ready` waits for /readyz;
+    by default a cluster instance is waited for (`wait_ready`), and a test that starts one
+    without a reachable Redis passes False."""
     args = ["--port", "0", "--public", str(public)]
     if "--data" not in extra and not (env and "COUNTDOWN_DATA" in env):
         # Each server its own database, so no test restores another's sessions.
         args += ["--data", str(Path(tempfile.mkdtemp(prefix="countdown-test-")) / "countdown.db")]
-    return ServerProcess([*args, *extra], env, prefix=prefix).start()
+    server = ServerProcess([*args, *extra], env, prefix=prefix).start()
+    if ready if ready is not None else "--redis" in extra:
+        server.wait_ready()
+    return server

@@ -26,8 +26,6 @@ def cluster():
     redis = Redis()
     servers = [start_server("--redis", redis.url, "--api-token-file", str(tokens),
                             "--max-commands-per-second", "100000") for _ in range(2)]
-    for server in servers:
-        server.wait_ready()
     yield redis, servers
     for server in servers:
         server.stop_and_check()
