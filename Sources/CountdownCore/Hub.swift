@@ -51,6 +51,11 @@ public final class Hub {
     /// The state is being fetched (a cluster): viewers get no snapshot and
     /// commands wait until `loaded`.
     var loading = false
+    /// For a running or paused session started here, the address it counts
+    /// against; `noAddress` otherwise. Kept in the slot, whose padding it
+    /// fills, rather than in a table that every running session would cost.
+    var startedFrom = Session.noAddress
+    static let noAddress: AddressTable.Index = -1
 
     /// Commands must wait rather than go to the sequencer now.
     var holdsCommands: Bool { commandInFlight || loading }
@@ -176,9 +181,6 @@ public final class Hub {
   /// Client addresses, and by connection slot the index of each one's.
   var addresses = AddressTable()
   var connectionAddresses: [AddressTable.Index] = []
-  /// By session handle, for running or paused sessions started here: the
-  /// address it counts against.
-  var startedFrom: [SessionHandle: AddressTable.Index] = [:]
   /// By session handle, in key mode, for sessions created here by a client:
   /// the address that created it. A keyed session is kept a day for its
   /// host, so what one address may create is capped too.
@@ -692,9 +694,9 @@ public final class Hub {
       recordFinishOnAdoption(pending.session, record, now: now)
       // The place a start held becomes its run's, if a run began.
       if pending.holdsAddressPlace, sessions[pending.session].machine.phase.holdsAddressPlace,
-        startedFrom[pending.session] == nil
+        sessions[pending.session].startedFrom == Session.noAddress
       {
-        startedFrom[pending.session] = pending.address
+        sessions[pending.session].startedFrom = pending.address
         placeKept = true
       }
       if case .rotateKey(let keyHash) = pending.command, let key = pending.newKey {
@@ -847,7 +849,10 @@ public final class Hub {
 
   /// A session no longer running or paused stops counting against the address that started it.
   private func releaseAddressPlace(_ handle: SessionHandle) {
-    if let address = startedFrom.removeValue(forKey: handle) { addresses.removeSession(address) }
+    let address = sessions[handle].startedFrom
+    guard address != Session.noAddress else { return }
+    sessions[handle].startedFrom = Session.noAddress
+    addresses.removeSession(address)
   }
 
   private func forget(_ handle: SessionHandle) -> Bool {
