@@ -142,11 +142,11 @@ extension Hub {
 
   /// At most `limit` live sessions here, ordered by id, each after `after`.
   public func sessionPage(after: String?, limit: Int) -> [SessionSummary] {
-    sortedIDs.page(after: after, limit: limit).compactMap { id in
-      guard let handle = sessionIndex[id] else { return nil }
-      let state = sessions[handle].machine.published
+    sortedIDs.page(after: after, limit: limit) { sessions[$0].id }.map { handle in
+      let session = sessions[handle]
+      let state = session.machine.published
       return SessionSummary(
-        id: id, phase: state.phase, viewers: state.viewers, endsAt: state.endsAt)
+        id: session.id, phase: state.phase, viewers: state.viewers, endsAt: state.endsAt)
     }
   }
 }

@@ -196,7 +196,7 @@ public final class Hub {
   var inFlight: [Ticket: PendingCommand] = [:]
   var waitingCommands: [SessionHandle: [Waiting]] = [:]
   /// Every session's id in order, for the paged list (`Hub+Requests.swift`).
-  var sortedIDs = SortedIDs()
+  var sortedIDs = SortedIDs<SessionHandle>()
   /// HTTP commands' rate limits, by client address and by token.
   var requestLimits = RequestLimits()
   /// Answers to HTTP commands, for the server to take after each call.
@@ -841,7 +841,7 @@ public final class Hub {
       keyHashes[slot] = keyHash
     }
     sessionIndex[id] = handle
-    sortedIDs.insert(id)
+    sortedIDs.insert(handle, id: id) { sessions[$0].id }
     stats.sessionsCreated += 1
     stats.sessionsByPhase[machine.phase.index] += 1
     return handle
@@ -862,7 +862,7 @@ public final class Hub {
     if let address = createdFrom.removeValue(forKey: handle) { addresses.removeCreated(address) }
     heap.set(handle.index, to: nil)
     sessionIndex[session.id] = nil
-    sortedIDs.remove(session.id)
+    sortedIDs.remove(handle, id: session.id) { sessions[$0].id }
     _ = sessions.remove(handle)
     mergedFrames[handle] = nil
     unclaimedKeys[handle] = nil

@@ -199,25 +199,37 @@ import Testing
 @Suite struct SortedIDsTests {
   /// Thousands of inserts and removals in random order keep it equal to a sorted set, across chunk splits.
   @Test func matchesASortedSet() {
-    var index = SortedIDs()
+    // Handles are places in `names`, as the hub's are slots holding ids.
+    var names: [String] = []
+    var handles: [String: Int] = [:]
+    var index = SortedIDs<Int>()
     var reference = Set<String>()
     var generator = SystemRandomNumberGenerator()
     for _ in 0..<5000 {
       let id = "s\(generator.next(upperBound: 3000 as UInt64))"
+      let handle =
+        handles[id]
+        ?? {
+          names.append(id)
+          handles[id] = names.count - 1
+          return names.count - 1
+        }()
       if generator.next(upperBound: 3 as UInt64) == 0 {
-        index.remove(id)
+        index.remove(handle, id: id) { names[$0] }
         reference.remove(id)
       } else {
-        index.insert(id)
+        index.insert(handle, id: id) { names[$0] }
         reference.insert(id)
       }
     }
     let sorted = reference.sorted()
     #expect(index.count == sorted.count)
-    #expect(index.page(after: nil, limit: .max) == sorted)
+    #expect(index.page(after: nil, limit: .max) { names[$0] }.map { names[$0] } == sorted)
     let middle = sorted[sorted.count / 2]
     #expect(
-      index.page(after: middle, limit: 700) == Array(sorted.drop { $0 <= middle }.prefix(700)))
+      index.page(after: middle, limit: 700) { names[$0] }.map { names[$0] }
+        == Array(sorted.drop { $0 <= middle }.prefix(700)))
+    #expect(index.page(after: sorted.last!, limit: 10) { names[$0] }.isEmpty)
   }
 }
 

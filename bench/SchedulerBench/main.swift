@@ -102,7 +102,8 @@ func benchHub(_ n: Int, seconds: Int) -> Result {
   let m0 = mallocBytes()
   let r0 = rssBytes()
   let t0 = monotonicNs()
-  var hub: Hub? = Hub(config: HubConfig(maxSessions: 2 * n + 10))
+  // Every session runs: one address starts them all, so its cap must allow n.
+  var hub: Hub? = Hub(config: HubConfig(maxSessions: 2 * n + 10, maxSessionsPerAddress: n))
   for index in 0..<n {
     let now = base + Int64(index) * 1000 / Int64(n)
     guard
@@ -126,6 +127,8 @@ func benchHub(_ n: Int, seconds: Int) -> Result {
   let m1 = mallocBytes()
   let r1 = rssBytes()
   precondition(hub!.sessionCount == n)
+  let running = hub!.stats.sessionsByPhase[Phase.allCases.firstIndex(of: .running)!]
+  precondition(running == n, "\(running) of \(n) sessions running")
   // The hub counts every due tick it applies (its tick-lateness histogram).
   let before = hub!.stats.tickLatenessMs.count
   let t1 = monotonicNs()
