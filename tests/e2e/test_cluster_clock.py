@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -78,11 +79,18 @@ async def test_an_instance_with_its_clock_3s_off_stamps_and_finishes_on_redis_ti
         sid = f"{session_id}-{starter}"
         viewers = [await Client.connect(server.ws_url(sid), name=name)
                    for server, name in ((a, "A"), (b, "B+3s"))]
-        await viewers[starter].command({"op": "start", "seconds": 2, "id": 1})
+        await viewers[starter].command({"op": "start", "seconds": 3, "id": 1})
         ends_at = viewers[starter].state["endsAt"]
-        assert abs(ends_at - (now_ms() + 2000)) < 500, ends_at
+        assert abs(ends_at - (now_ms() + 3000)) < 500, ends_at
         times = await asyncio.gather(*(finished_at(v) for v in viewers))
-        assert abs(times[0] - times[1]) <= FRAME_MS, (times, ends_at)
+        # Within a frame of each other, beyond how far apart the two instances' ticks of
+        # the same second arrive here (this machine's own noise, this one process reading
+        # both): the instance 3 s ahead would be 3000 ms off.
+        ticks = [{m["patch"]["remaining"]: arrival for arrival, m in v.log
+                  if m["type"] == "patch" and "remaining" in m["patch"] and "phase" not in m["patch"]}
+                 for v in viewers]
+        noise = statistics.median(abs(ticks[0][k] - ticks[1][k]) for k in ticks[0].keys() & ticks[1].keys())
+        assert abs(times[0] - times[1]) <= FRAME_MS + noise, (times, ends_at, noise)
         for t in times:
             assert ends_at - FRAME_MS <= t <= ends_at + 100, (times, ends_at)
         # Ticks were on Redis's clock too: each "remaining" patch came at endsAt - remaining s.
