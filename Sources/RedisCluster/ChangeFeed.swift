@@ -197,6 +197,9 @@ final class ChangeFeed: ClusterPart {
   func commandsDown(_ error: RedisError) {
     answering = false
     bulk.drop()
+    // The probe went out on this connection: if it was lost with it, that
+    // says nothing of the subscriber, which must not be reset for it.
+    probeSentAt = nil
     down("commands", error)
   }
 
