@@ -55,6 +55,34 @@ import Testing
     try redis.blocking().command(["HGET", RedisSequencer.sessionKey(session), name]).text
   }
 
+  /// A subscription probe lost with the commands connection (it goes out on
+  /// that one) does not get the healthy subscriber reset once it is overdue.
+  @Test func aProbeLostWithTheCommandsConnectionLeavesTheSubscriber() throws {
+    var settings = RedisSequencer.Settings(address: relay.address, epoch: epoch)
+    settings.checkIntervalMs = 100
+    settings.timeoutMs = 400
+    let sequencer = RedisSequencer(settings: settings)
+    let hub = Hub(config: HubConfig(), epoch: epoch, sequencer: sequencer)
+    sequencer.hub = hub
+    sequencer.start(on: loop)
+    waitFor(loop, "the connections") { sequencer.isConnected }
+    let before = relay.droppedBytes
+    relay.set(.dropCommands)
+    // The next check's probe and position read are lost on the way.
+    waitFor(loop, "a check's probe to be lost") { relay.droppedBytes > before }
+    relay.set(.forward)
+    try redis.blocking().command(["CLIENT", "KILL", "TYPE", "normal"])
+    waitFor(loop, "the commands connection back") {
+      sequencer.stats.reconnects == 1 && sequencer.isConnected
+    }
+    // Absence needs a window: past the lost probe's timeout, with checks in it.
+    let end = monotonicMs() + settings.timeoutMs + 3 * settings.checkIntervalMs
+    _ = loop.run(timeoutMs: 5000) { monotonicMs() > end }
+    #expect(sequencer.stats.reconnects == 1)
+    #expect(sequencer.isConnected)
+    sequencer.stop()
+  }
+
   /// Sends `json` with the relay in `mode`, waits until `reached` (what
   /// Redis shows once the command got there, or not), then cuts the
   /// commands connection from Redis's side and lets the relay forward again.
