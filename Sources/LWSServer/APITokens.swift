@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
+import Observability
 
 /// The bearer tokens of `--api-token-file`: each may command and read any
 /// session, in either control mode, and list sessions. Compared in constant
@@ -40,22 +38,14 @@ public struct APITokens: Sendable, CustomStringConvertible {
 
   /// The tokens of the file at `path`, read at start-up (before the loop runs).
   public init(file path: String) throws(ParseError) {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-      throw .unreadable("cannot read \(path): \(String(cString: strerror(errno)))")
-    }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-      let count = read(fd, &buffer, buffer.count)
-      if count < 0 && errno == EINTR { continue }
-      guard count >= 0 else {
-        throw .unreadable("cannot read \(path): \(String(cString: strerror(errno)))")
+    let bytes: [UInt8]
+    do throws(SmallFile.Failure) {
+      bytes = try SmallFile.read(path, limit: 1 << 20)
+    } catch {
+      switch error {
+      case .unreadable(let reason): throw .unreadable("cannot read \(path): \(reason)")
+      case .overLimit: throw .unreadable("\(path) is over 1 MiB")
       }
-      if count == 0 { break }
-      bytes += buffer[0..<count]
-      guard bytes.count <= 1 << 20 else { throw .unreadable("\(path) is over 1 MiB") }
     }
     try self.init(parsing: bytes)
   }

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-  import Glibc
-#endif
+import Observability
 
 /// A Standard Webhooks signing secret: `whsec_` and the key in base64. The
 /// key is what signs; the text is never shown or logged.
@@ -57,22 +55,16 @@ public struct WebhookSecret: Sendable, Equatable {
   /// command line where `ps` shows it. Errors say what is wrong, never the
   /// content; the caller names the path.
   public init(file path: String) throws(ParseError) {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-      throw .unreadable("cannot be read: \(String(cString: strerror(errno)))")
-    }
-    defer { close(fd) }
     // Far past any secret: a larger file is not one.
     let limit = 4096
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 1024)
-    while true {
-      let count = read(fd, &buffer, buffer.count)
-      if count < 0 && errno == EINTR { continue }
-      guard count >= 0 else { throw .unreadable("cannot be read") }
-      if count == 0 { break }
-      bytes += buffer[0..<count]
-      guard bytes.count <= limit else { throw .unreadable("it is over \(limit) bytes") }
+    let bytes: [UInt8]
+    do throws(SmallFile.Failure) {
+      bytes = try SmallFile.read(path, limit: limit)
+    } catch {
+      switch error {
+      case .unreadable(let reason): throw .unreadable("cannot be read: \(reason)")
+      case .overLimit: throw .unreadable("it is over \(limit) bytes")
+      }
     }
     guard let text = String(validating: bytes, as: UTF8.self) else { throw .badBase64 }
     try self.init(parsing: text)

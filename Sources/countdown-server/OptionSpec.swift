@@ -56,6 +56,19 @@ func parseNonEmpty(_ text: String, _ name: String) throws(Options.UsageError) ->
   return text
 }
 
+/// A file flag's value: what `load` makes of the file at that path, whose
+/// error is worded "FLAG PATH: reason" (never the file's content).
+func loadFile<Value, Failure: Error & CustomStringConvertible>(
+  _ text: String, _ name: String, _ load: (String) throws(Failure) -> Value
+) throws(Options.UsageError) -> Value {
+  let path = try parseNonEmpty(text, name)
+  do throws(Failure) {
+    return try load(path)
+  } catch {
+    throw Options.UsageError(message: "\(name) \(path): \(error.description)")
+  }
+}
+
 func parseSwitch(_ text: String, _ name: String) throws(Options.UsageError) -> Bool {
   switch text.lowercased() {
   case "on", "1", "true", "yes": return true

@@ -280,13 +280,8 @@ extension Options {
       help: "Bearer tokens for the HTTP API, one a line (at least\n"
         + "16 printable characters, no spaces): each may command\nand read any session, and list them.",
       apply: { o, v, n throws(UsageError) in
-        let path = try parseNonEmpty(v, n)
-        do throws(APITokens.ParseError) {
-          o.server.apiTokens = try APITokens(file: path)
-          o.apiTokenFile = v
-        } catch {
-          throw UsageError(message: "\(n) \(v): \(error.description)")
-        }
+        o.server.apiTokens = try loadFile(v, n, APITokens.init(file:))
+        o.apiTokenFile = v
       },
       show: { $0.apiTokenFile ?? "" }),
 
