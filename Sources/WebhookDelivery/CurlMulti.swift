@@ -18,11 +18,14 @@ final class CurlMulti {
   private var transfers:
     [Int: (easy: UnsafeMutableRawPointer, headers: UnsafeMutablePointer<curl_slist>?)] = [:]
   private var wakeUps: [curl_waitfd]
+  /// The CA bundle https peers are verified against; nil: the system's.
+  private let caFile: String?
 
   /// `wakeFD` ends a `poll` when it turns readable.
-  init(wakeFD: Int32) {
+  init(wakeFD: Int32, caFile: String? = nil) {
     guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
     self.multi = multi
+    self.caFile = caFile
     wakeUps = [curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)]
   }
 
@@ -36,7 +39,8 @@ final class CurlMulti {
     guard let easy = curl_easy_init() else { return false }
     var list: UnsafeMutablePointer<curl_slist>?
     for line in headers { list = curl_slist_append(list, line) }
-    let prepared = cdc_easy_prepare(easy, url, body, body.count, list, tag, timeoutMs)
+    var prepared = cdc_easy_prepare(easy, url, body, body.count, list, tag, timeoutMs)
+    if prepared == CURLE_OK, let caFile { prepared = cdc_easy_trust(easy, caFile) }
     guard prepared == CURLE_OK, curl_multi_add_handle(multi, easy) == CURLM_OK else {
       curl_easy_cleanup(easy)
       curl_slist_free_all(list)

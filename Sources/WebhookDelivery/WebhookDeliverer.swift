@@ -41,12 +41,16 @@ public final class WebhookDeliverer: Sendable {
     /// How often the outbox is asked even without a wake-up: entries a dead
     /// instance left, or ones recorded where no wake-up reaches.
     public var pollMs: Int
+    /// A PEM file of the CA certificates that https endpoints must chain
+    /// to, instead of the system's; nil: the system's.
+    public var caFile: String?
 
     public init(
       endpoints: [WebhookEndpoint], secret: WebhookSecret, events: WebhookEventFilter = .all,
       policy: RetryPolicy = RetryPolicy(), timeoutMs: Int = 10_000, maxInFlight: Int = 256,
-      pollMs: Int = 500
+      pollMs: Int = 500, caFile: String? = nil
     ) {
+      self.caFile = caFile
       self.endpoints = endpoints
       self.secret = secret
       self.events = events
@@ -224,7 +228,7 @@ final class DeliveryLoop {
     self.jitter = jitter
     self.shared = shared
     signer = StandardWebhookSigner(secret: settings.secret)
-    curl = CurlMulti(wakeFD: shared.wakeReader)
+    curl = CurlMulti(wakeFD: shared.wakeReader, caFile: settings.caFile)
   }
 
   func run() {

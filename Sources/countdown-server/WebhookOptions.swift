@@ -9,6 +9,8 @@ struct WebhookOptions {
   /// The file the secret was read from; the secret itself is never shown.
   var secretFile: String?
   var secret: WebhookSecret?
+  /// Trusted instead of the system's CAs for https endpoints.
+  var caBundle: WebhookCABundle?
   var events = WebhookEventFilter.all
   var retryForSeconds = 86_400
   var timeoutSeconds = 10
@@ -28,7 +30,7 @@ struct WebhookOptions {
       : RetryPolicy(windowMs: Int64(retryForSeconds) * 1000)
     return WebhookDeliverer.Settings(
       endpoints: endpoints, secret: secret, events: events, policy: policy,
-      timeoutMs: timeoutSeconds * 1000, maxInFlight: maxInFlight)
+      timeoutMs: timeoutSeconds * 1000, maxInFlight: maxInFlight, caFile: caBundle?.path)
   }
 }
 
@@ -55,15 +57,18 @@ extension Options {
       help: "The signing secret (whsec_ and base64 of a 24-64\n"
         + "byte key), read from this file at start-up.",
       apply: { o, v, n throws(UsageError) in
-        let path = try parseNonEmpty(v, n)
-        do throws(WebhookSecret.ParseError) {
-          o.webhook.secret = try WebhookSecret(file: path)
-          o.webhook.secretFile = path
-        } catch {
-          throw UsageError(message: "\(n) \(path): \(error.description)")
-        }
+        o.webhook.secret = try loadFile(v, n, WebhookSecret.init(file:))
+        o.webhook.secretFile = v
       },
       show: { $0.webhook.secretFile ?? "" }),
+    OptionSpec(
+      flag: "--webhook-ca-file", valueName: "PATH", section: .webhooks,
+      help: "Verify https webhook endpoints against the CA\n"
+        + "certificates in this PEM file instead of the\nsystem's (default: the system's).",
+      apply: { o, v, n throws(UsageError) in
+        o.webhook.caBundle = try loadFile(v, n, WebhookCABundle.init(file:))
+      },
+      show: { $0.webhook.caBundle?.path ?? "" }),
     OptionSpec(
       flag: "--webhook-events", valueName: "LIST", section: .webhooks,
       help: "Comma-separated event types to send (default all),\n"
@@ -95,7 +100,12 @@ extension Options {
 
   /// What the webhook flags need of the others.
   func checkWebhooks() throws(UsageError) {
-    guard webhook.enabled else { return }
+    guard webhook.enabled else {
+      if webhook.caBundle != nil {
+        throw UsageError(message: "--webhook-ca-file needs --webhook: it is for webhook endpoints")
+      }
+      return
+    }
     guard webhook.secret != nil else {
       throw UsageError(message: "--webhook needs --webhook-secret-file: events are always signed")
     }

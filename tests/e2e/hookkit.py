@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import http.server
+import ssl
 import threading
+from pathlib import Path
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -17,9 +19,10 @@ TIMEOUT = 20.0
 
 class Receiver:
     """An HTTP endpoint on 127.0.0.1 that verifies each request's signature, keeps the
-    verified events, and answers each with the status `answer(event)` gives."""
+    verified events, and answers each with the status `answer(event)` gives. With `tls`
+    (a certificate chain and its key, PEM files) it is an https endpoint."""
 
-    def __init__(self):
+    def __init__(self, tls: tuple[Path, Path] | None = None):
         self.events: list[dict] = []
         self.rejected: list[str] = []
         self.answer = lambda event: 200
@@ -58,8 +61,17 @@ class Receiver:
             request_queue_size = 1024
             daemon_threads = True
 
+            def get_request(self):
+                sock, address = super().get_request()
+                if tls is None:
+                    return sock, address
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(*tls)
+                return context.wrap_socket(sock, server_side=True), address
+
         self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hooks"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait_for(self, predicate, what: str, timeout: float = TIMEOUT) -> list[dict]:

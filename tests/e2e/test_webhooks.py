@@ -384,3 +384,81 @@ async def test_https_is_spoken_and_an_untrusted_certificate_refused(tmp_path):
         srv.stop_and_check()
         tls_server.shutdown()
         tls_server.server_close()
+
+
+def private_ca(directory: Path) -> tuple[Path, Path, Path]:
+    """An operator's own CA and a certificate for 127.0.0.1 that it signed, made with
+    openssl: (the CA's certificate, the server's certificate, its key)."""
+    ca_key, ca = directory / "ca-key.pem", directory / "ca.pem"
+    key, request, cert = directory / "key.pem", directory / "req.pem", directory / "cert.pem"
+    ext = directory / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for args in (
+        ["req", "-x509", *curve, "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=Test CA",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"],
+        ["req", "-new", *curve, "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+         "-days", "1", "-extfile", ext],
+    ):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return ca, cert, key
+
+
+@run_async
+async def test_https_to_a_receiver_signed_by_the_ca_file(tmp_path):
+    """--webhook-ca-file: an https receiver whose certificate the operator's own CA signed
+    gets every event, signed and verified by standardwebhooks; the system's CAs alone
+    refuse the same receiver (the next test's refusal, here with a CA-signed certificate)."""
+    ca, cert, key = private_ca(tmp_path)
+    hooks = Receiver(tls=(cert, key))
+    session = sid()
+    srv = webhook_server(tmp_path, hooks.url, extra=("--webhook-ca-file", str(ca)))
+    try:
+        c = await Client.connect(srv.ws_url(session))
+        await c.command({"op": "start", "seconds": 60})
+        await c.command({"op": "cancel"})
+        events = hooks.wait_for(lambda e: of(e, session, "session.cancelled"), "the cancel over https")
+        assert [e["body"]["type"] for e in events if e["body"]["data"]["session"] == session] == [
+            "session.started", "session.cancelled"]
+        await c.close()
+    finally:
+        srv.stop_and_check()
+    refused_session = sid()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    srv = webhook_server(plain, hooks.url, extra=("--webhook-retry-for", "1"))
+    try:
+        c = await Client.connect(srv.ws_url(refused_session))
+        await c.command({"op": "start", "seconds": 60})
+        line = wait_log(srv, lambda l: l["event"] == "webhook_dead", timeout=10, what="webhook_dead")
+        assert "certificate" in line["last"].lower() or "ssl" in line["last"].lower(), line
+        assert not of(hooks.events, refused_session, "session.started")
+        await c.close()
+    finally:
+        srv.stop_and_check()
+        hooks.close()
+
+
+@pytest.mark.parametrize("content,words", [
+    (None, "cannot be read"), (b"", "no PEM certificate"), (SECRET.encode(), "no PEM certificate"),
+    (b"\0" * 4096, "no PEM certificate"), (b"A" * (4 << 20) + b"A", "over 4194304 bytes"),
+    ("dir", "cannot be read"),
+], ids=["missing", "empty", "a-secret", "NUL-4KB", "over-4MB", "directory"])
+def test_bad_ca_files_exit_2(content, words: str, tmp_path: Path, secret_file: Path):
+    """--webhook-ca-file is read at start-up: a missing, empty, non-PEM, oversized file or
+    a directory exits 2 naming the flag and the reason, before listening."""
+    path = tmp_path / "ca.pem"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    res = run_cli("--webhook", "https://127.0.0.1:9/hook", "--webhook-secret-file", str(secret_file),
+                  "--data", str(tmp_path / "db"), "--webhook-ca-file", str(path))
+    assert_usage_error(res, "--webhook-ca-file", words)
+
+
+def test_ca_file_needs_a_webhook(tmp_path: Path):
+    """--webhook-ca-file without --webhook exits 2: it would trust nothing."""
+    ca, _, _ = private_ca(tmp_path)
+    assert_usage_error(run_cli("--webhook-ca-file", str(ca)), "--webhook-ca-file needs --webhook")
