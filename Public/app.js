@@ -934,6 +934,10 @@ function main() {
     render(); // the QR codes load when shown
     if (el.share.open) bringIntoView(el.share, "nearest");
   });
+  // A code that arrives after the panel opened can lengthen it: keep its foot in view.
+  el.viewerQr.addEventListener("load", () => {
+    if (el.share.open && !el.shareController.open) bringIntoView(el.share, "nearest");
+  });
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState !== "visible") return;
     render(); // throttled timers may have left the label behind: redraw from endsAt now

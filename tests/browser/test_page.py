@@ -444,20 +444,24 @@ def test_reduced_motion_spinner_does_not_spin(server, pool, session_id):
 def test_traditional_chinese(server, pool, session_id, artifacts_dir):
     """With ?lang=zh-Hant the page is in Traditional Chinese and a run ends with
     倒計時結束 (the server's default finish text, translated); a custom finishedLabel
-    from the server is shown as is."""
+    from the server is shown as is. docs/idle-zh-Hant.png and docs/finished-zh-Hant.png
+    (refreshed with COUNTDOWN_UPDATE_DOCS=1)."""
     d = pool(1)
     pk.emulate_viewport(d, pk.PHONE)
-    r = pk.open_page(d, server, session_id, lang="zh-Hant")
+    # A readable name for the pictures; no other test uses it.
+    session = "team-zh"
+    r = pk.open_page(d, server, session, lang="zh-Hant")
     assert d.execute_script("return document.documentElement.lang") == "zh-Hant"
     assert r["startText"] == "開始" and r["label"] == "準備就緒", r
+    save_doc(d, artifacts_dir, "idle-zh-Hant")
     pk.set_seconds(d, 1)
     pk.press_start(d)
     pk.wait(d, 4, lambda d: pk.read(d)["label"] == pk.FINISHED_ZH, "倒計時結束")
     assert_idle_after_finish(d, pk.FINISHED_ZH)
     assert pk.read(d)["startText"] == "開始"
-    d.save_screenshot(str(artifacts_dir / "finished-zh-Hant-phone.png"))
+    save_doc(d, artifacts_dir, "finished-zh-Hant")
 
-    obs = pk.Observer(server.ws_url(session_id))
+    obs = pk.Observer(server.ws_url(session))
     try:
         obs.start(1, finishedLabel="Lunch!")
         pk.wait(d, 4, lambda d: pk.read(d)["label"] == "Lunch!", "the server's custom finishedLabel")
@@ -470,6 +474,18 @@ DOCS_SIZE = "phone"  # which size's screenshots go into docs/ (small files, read
 # docs/*.png are tracked; a test run refreshes them only when asked (or when one is
 # missing), so running the tests does not leave the tree dirty.
 UPDATE_DOCS = os.environ.get("COUNTDOWN_UPDATE_DOCS") == "1"
+
+
+def save_doc(d, artifacts_dir, name: str) -> None:
+    """A phone screenshot to artifacts/, and to docs/NAME.png when asked (or missing)."""
+    path = artifacts_dir / f"{name}-phone.png"
+    # No focus ring or caret from the test's own typing in the picture.
+    d.execute_script("document.activeElement && document.activeElement.blur()")
+    assert d.save_screenshot(str(path)), path
+    doc = DOCS_DIR / f"{name}.png"
+    if UPDATE_DOCS or not doc.exists():
+        DOCS_DIR.mkdir(exist_ok=True)
+        shutil.copyfile(path, doc)
 
 
 @pytest.mark.parametrize("size", [pk.DESKTOP, pk.PHONE], ids=lambda s: s["name"])
