@@ -7,10 +7,19 @@
 /// input, and a far larger file is not the one meant. Each caller words its
 /// own error and names the path; none shows the content.
 public enum SmallFile {
-  public enum Failure: Error, Equatable {
+  public enum Failure: Error, Equatable, CustomStringConvertible {
     /// `open` or `read` failed: strerror's words.
     case unreadable(String)
-    case overLimit
+    /// Longer than this limit, in bytes.
+    case overLimit(Int)
+
+    /// Worded to follow the flag and the path.
+    public var description: String {
+      switch self {
+      case .unreadable(let reason): "cannot be read: \(reason)"
+      case .overLimit(let limit): "it is over \(limit) bytes"
+      }
+    }
   }
 
   public static func read(_ path: String, limit: Int) throws(Failure) -> [UInt8] {
@@ -25,7 +34,7 @@ public enum SmallFile {
       guard count >= 0 else { throw .unreadable(String(cString: strerror(errno))) }
       if count == 0 { return bytes }
       bytes += buffer[0..<count]
-      guard bytes.count <= limit else { throw .overLimit }
+      guard bytes.count <= limit else { throw .overLimit(limit) }
     }
   }
 }

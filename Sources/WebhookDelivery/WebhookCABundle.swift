@@ -16,10 +16,7 @@ public struct WebhookCABundle: Sendable, Equatable {
     do throws(SmallFile.Failure) {
       bytes = try SmallFile.read(path, limit: Self.limit)
     } catch {
-      switch error {
-      case .unreadable(let reason): throw WebhookConfigError("cannot be read: \(reason)")
-      case .overLimit: throw WebhookConfigError("it is over \(Self.limit) bytes")
-      }
+      throw WebhookConfigError(error.description)
     }
     guard bytes.firstRange(of: Self.marker) != nil else {
       throw WebhookConfigError("it holds no PEM certificate ('-----BEGIN CERTIFICATE-----')")

@@ -55,16 +55,12 @@ public struct WebhookSecret: Sendable, Equatable {
   /// command line where `ps` shows it. Errors say what is wrong, never the
   /// content; the caller names the path.
   public init(file path: String) throws(ParseError) {
-    // Far past any secret: a larger file is not one.
-    let limit = 4096
     let bytes: [UInt8]
     do throws(SmallFile.Failure) {
-      bytes = try SmallFile.read(path, limit: limit)
+      // Far past any secret: a larger file is not one.
+      bytes = try SmallFile.read(path, limit: 4096)
     } catch {
-      switch error {
-      case .unreadable(let reason): throw .unreadable("cannot be read: \(reason)")
-      case .overLimit: throw .unreadable("it is over \(limit) bytes")
-      }
+      throw .unreadable(error.description)
     }
     guard let text = String(validating: bytes, as: UTF8.self) else { throw .badBase64 }
     try self.init(parsing: text)
