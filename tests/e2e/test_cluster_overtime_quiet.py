@@ -5,8 +5,10 @@ MONITOR stream says so)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,8 +30,9 @@ class Monitor:
             self.buffer += self.sock.recv(4096)
         assert self.buffer.startswith(b"+OK"), self.buffer
         self.buffer = self.buffer.split(b"\r\n", 1)[1]
+        self.port = port
         self.lines: list[str] = []
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.sock.settimeout(None)
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -45,10 +48,43 @@ class Monitor:
             *done, self.buffer = self.buffer.split(b"\r\n")
             with self.lock:
                 self.lines.extend(line.decode(errors="replace") for line in done)
+                self.lock.notify_all()
 
-    def mark(self) -> int:
+    def _wait(self, found, start: int = 0, timeout: float = 10) -> int:
+        """The index of the first line from `start` on that `found` accepts, once the
+        stream has carried it."""
         with self.lock:
-            return len(self.lines)
+            scanned = start
+            hit: list[int] = []
+
+            def arrived() -> bool:
+                nonlocal scanned
+                for index in range(scanned, len(self.lines)):
+                    if found(self.lines[index]):
+                        hit.append(index)
+                        return True
+                scanned = len(self.lines)
+                return False
+
+            assert self.lock.wait_for(arrived, timeout), "not seen in MONITOR"
+            return hit[0]
+
+    async def mark(self) -> int:
+        """A point in the stream after every command Redis ran before this call: an ECHO on
+        a connection of its own, which MONITOR relays in the order Redis ran it. The stream
+        reaches this thread later than Redis replies to the instances, so a count of the
+        lines read so far could still be short of them."""
+        token = f"mark-{uuid.uuid4().hex}"
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as other:
+            other.sendall(f"ECHO {token}\r\n".encode())
+            reply = b""
+            while reply.count(b"\r\n") < 2:
+                reply += other.recv(4096)
+        return await asyncio.to_thread(self._wait, lambda line: token in line)
+
+    async def wait_for(self, found, start: int) -> None:
+        """Waits until a line after `start` is one `found` accepts."""
+        await asyncio.to_thread(self._wait, found, start)
 
     def since(self, mark: int) -> list[str]:
         with self.lock:
@@ -75,12 +111,13 @@ async def test_overtime_ticks_on_both_instances_without_redis_traffic(pair, redi
         await on_a.command({"op": "start", "seconds": 1, "overtime": True})
         for client in (on_a, on_b):
             await client.wait_state(lambda s: s.get("phase") == "overtime", timeout=10)
-        mark = monitor.mark()
+        mark = await monitor.mark()
         for client in (on_a, on_b):
             await client.wait_state(lambda s: s.get("label") == "+3", timeout=10)
+        end = await monitor.mark()
         # Viewer presence renews its keys on its own heartbeat, ticking or not (an idle
         # session's viewers do the same): that is not the session's state.
-        quiet = [line for line in monitor.since(mark)
+        quiet = [line for line in monitor.since(mark)[: end - mark]
                  if session_id in line and not presence(line)]
         assert quiet == [], quiet
         for client in (on_a, on_b):
@@ -89,10 +126,10 @@ async def test_overtime_ticks_on_both_instances_without_redis_traffic(pair, redi
             assert labels[-4:] == ["+0", "+1", "+2", "+3"], (client.name, labels)
             assert client.state["overSince"] == on_a.state["overSince"], client.state
         # The same stream does carry the session's commands: the test can see them.
-        mark = monitor.mark()
+        mark = await monitor.mark()
         await on_b.command({"op": "message", "text": "Wrap up"})
         await on_a.wait_state(lambda s: s.get("message") == "Wrap up", timeout=10)
-        assert any(session_id in line for line in monitor.since(mark))
+        await monitor.wait_for(lambda line: session_id in line and not presence(line), mark)
     finally:
         monitor.close()
         await on_a.close()
