@@ -262,7 +262,7 @@ class Client:
     async def wait_phase(self, phase: str, timeout: float = DEFAULT_TIMEOUT) -> dict:
         return await self.wait_state(lambda s: s["phase"] == phase, timeout, f"phase {phase}")
 
-    async def wait_viewers(self, n: int, timeout: float = 1.5) -> dict:
+    async def wait_viewers(self, n: int, timeout: float = DEFAULT_TIMEOUT) -> dict:
         return await self.wait_state(lambda s: s["viewers"] == n, timeout, f"viewers == {n}")
 
     # -- sending ------------------------------------------------------------------------
