@@ -31,4 +31,13 @@ public protocol WebhookOutbox: AnyObject {
   /// instance; the outbox keeps `attempts` where it can, and keeps the entry
   /// from being claimed by another instance meanwhile.
   func retry(_ entry: OutboxEntry, attempts: Int, at: Int64) throws
+  /// The deliverer stops with these entries unsettled (being sent, or
+  /// waiting for a retry): another instance may take them over now, rather
+  /// than once they look abandoned. The last call the outbox gets.
+  func handBack(_ entries: [OutboxEntry]) throws
+}
+
+extension WebhookOutbox {
+  /// An outbox no other process reads keeps them for its next start.
+  public func handBack(_ entries: [OutboxEntry]) throws {}
 }

@@ -9,7 +9,8 @@ import Observability
 /// been idle for `claimAfterMs` another instance takes them over with
 /// XAUTOCLAIM. This instance keeps the entries it holds from going idle (a
 /// retry may wait for hours) by claiming them to itself again
-/// (`countdown_v3_touch`: only those still its own).
+/// (`countdown_v3_touch`: only those still its own), and one that stops
+/// hands them back (`countdown_v3_release`), so they need not wait that long.
 ///
 /// Only the delivery thread calls it: its connection is blocking, its own,
 /// and never the service thread's.
@@ -99,6 +100,23 @@ public final class StreamOutbox: WebhookOutbox {
       ])
       for case .error(let message) in replies { throw RedisError.reply(message) }
     }
+  }
+
+  /// On the connection already open, if any: a stopping instance does not
+  /// wait out a connect for this. What was delivered is settled first, so
+  /// it is not sent again; what is handed back goes to whichever instance
+  /// polls next. Entries not handed back are taken over after `claimAfterMs`.
+  public func handBack(_ entries: [OutboxEntry]) throws {
+    guard let redis else { return }
+    try settleLeft(redis)
+    let ids = entries.map(\.handle).filter(held.contains)
+    guard !ids.isEmpty else { return }
+    let reply = try redis.command(
+      ["FCALL", RedisSequencer.function("release"), "1", RedisSequencer.eventsKey, Self.group]
+        + [settings.consumer] + ids)
+    held.subtract(ids)
+    Logger.shared.info(
+      "webhook_handed_back", ["entries": LogValue((reply.elements ?? []).count)])
   }
 
   /// Entries whose holder has left them idle past `claimAfterMs`, now ours;

@@ -1027,23 +1027,20 @@ local function due(keys, args)
   return moved
 end
 
--- The delivery side's hold on the entries it is sending or retrying: each
--- one still pending under this consumer is claimed to it again (its idle
--- time starts over, its delivery count stays), so no other instance takes it
--- for a dead one's; one another instance has taken over stays that one's.
--- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
--- Returns the ids still this consumer's.
-local function touch(keys, args)
-  local group, consumer = args[1], args[2]
+-- Each of the ids (args from `first` on) still pending under this consumer
+-- claimed to it again, with `tail` before JUSTID; one another instance has
+-- taken over stays that one's. Returns the ids that were this consumer's.
+local function claim_own(keys, group, consumer, args, first, tail)
   local ours, claim = {}, nil
   local function flush()
     if claim then
+      for _, word in ipairs(tail) do table.insert(claim, word) end
       table.insert(claim, 'JUSTID')
       redis.call(unpack(claim))
       claim = nil
     end
   end
-  for i = 3, #args do
+  for i = first, #args do
     local entry = redis.call('XPENDING', keys[1], group, args[i], args[i], 1)[1]
     if entry and entry[2] == consumer then
       table.insert(ours, args[i])
@@ -1057,8 +1054,30 @@ local function touch(keys, args)
   return ours
 end
 
+-- The delivery side's hold on the entries it is sending or retrying: each
+-- one still pending under this consumer is claimed to it again (its idle
+-- time starts over, its delivery count stays), so no other instance takes it
+-- for a dead one's; one another instance has taken over stays that one's.
+-- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
+-- Returns the ids still this consumer's.
+local function touch(keys, args)
+  return claim_own(keys, args[1], args[2], args, 3, {})
+end
+
+-- An instance that stops hands back what it holds: each entry still its own
+-- is made to look idle far past any claim timeout, so the next instance to
+-- poll takes it over at once rather than a claim timeout later. A year, not
+-- more: Redis counts an idle time past the epoch as none at all.
+-- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
+-- Returns the ids handed back.
+local RELEASED_IDLE_MS = '31536000000'
+local function release(keys, args)
+  return claim_own(keys, args[1], args[2], args, 3, {'IDLE', RELEASED_IDLE_MS})
+end
+
 redis.register_function('countdown_v3_command', command)
 redis.register_function('countdown_v3_touch', touch)
+redis.register_function('countdown_v3_release', release)
 redis.register_function('countdown_v3_due', due)
 redis.register_function('countdown_v3_viewers', viewers)
 redis.register_function('countdown_v3_open', open)

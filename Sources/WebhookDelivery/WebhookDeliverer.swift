@@ -115,7 +115,8 @@ public final class WebhookDeliverer: Sendable {
   }
 
   /// Stops taking, drops the transfers under way (their entries stay in the
-  /// outbox, to be sent again), and waits for the thread to end.
+  /// outbox, to be sent again), hands back the entries it held, and waits
+  /// for the thread to end.
   public func stop() {
     let wasRunning = state.withLock { phase in
       defer { phase = .stopped }
@@ -244,7 +245,9 @@ final class DeliveryLoop {
     }
     for tag in Array(transfers.keys) { curl.remove(tag) }
     transfers = [:]
+    let unsettled = held.values.map(\.entry).sorted { $0.handle < $1.handle }
     for handle in Array(held.keys) { release(handle) }
+    if !unsettled.isEmpty { settle("hand_back") { try outbox.handBack(unsettled) } }
     publishQueued()
   }
 

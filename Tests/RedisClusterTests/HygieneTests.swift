@@ -130,7 +130,7 @@ extension SequencerTests {
     let registered = source.split(separator: "\n").filter {
       $0.hasPrefix("redis.register_function(")
     }
-    #expect(registered.count == 11)
+    #expect(registered.count == 12)
     for line in registered {
       #expect(line.hasPrefix("redis.register_function('\(RedisSequencer.library)_"), "\(line)")
     }

@@ -443,6 +443,35 @@ import Testing
     #expect(deliveries.allSatisfy { $0 == .integer(1) })
   }
 
+  /// What a stopping instance hands back, another takes over at its next
+  /// take, a full claim timeout early, tries carried on; an entry a third
+  /// instance took over meanwhile stays that one's, not made idle.
+  @Test func handedBackEntriesAreTakenAtOnce() throws {
+    let (redis, client) = try Self.loaded()
+    let stopping = Self.outbox(redis, "stopping")
+    let other = Self.outbox(redis, "other")
+    _ = try stopping.take(limit: 0, now: now())
+    try Self.command(client, "kept", .start(.seconds(60), finishedLabel: nil))
+    try Self.command(client, "taken", .start(.seconds(60), finishedLabel: nil))
+    let held = try stopping.take(limit: 10, now: now())
+    #expect(held.count == 2)
+    try stopping.retry(held[0], attempts: 3, at: now() + 60_000)
+    try client.command([
+      "XCLAIM", RedisSequencer.eventsKey, StreamOutbox.group, "third", "0", held[1].handle,
+      "JUSTID",
+    ])
+    // Without a hand back, nothing is the other's for thirty seconds.
+    #expect(try other.take(limit: 10, now: now()) == [])
+    try stopping.handBack(held)
+    let claimed = try other.take(limit: 10, now: now())
+    #expect(claimed.map(\.handle) == [held[0].handle])
+    #expect(claimed.first?.attempts == 3)
+    let pending = try client.command([
+      "XPENDING", RedisSequencer.eventsKey, StreamOutbox.group, "IDLE", "1000", "-", "+", "10",
+    ])
+    #expect(pending.elements == [], "the third's entry is not made idle")
+  }
+
   /// A consumer that is gone (an instance's name before its restart) and
   /// holds nothing leaves the group once quiet for ten claim timeouts; the
   /// outbox's own stays.

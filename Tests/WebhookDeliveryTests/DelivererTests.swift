@@ -20,13 +20,15 @@ import Testing
   static func deliverer(
     _ urls: [String], outbox: MemoryOutbox, events: WebhookEventFilter = .all,
     policy: RetryPolicy = RetryPolicy(baseMs: 1, capMs: 1, windowMs: 60_000),
-    timeoutMs: Int = 5000, maxInFlight: Int = 16, log: Logger = Logger(level: .error, format: .json)
+    timeoutMs: Int = 5000, maxInFlight: Int = 16,
+    log: Logger = Logger(level: .error, format: .json),
+    jitter: @escaping @Sendable () -> Double = { 0 }
   ) throws -> WebhookDeliverer {
     let settings = WebhookDeliverer.Settings(
       endpoints: try urls.map { try WebhookEndpoint(parsing: $0) }, secret: secret,
       events: events, policy: policy, timeoutMs: timeoutMs, maxInFlight: maxInFlight, pollMs: 50)
     return WebhookDeliverer(
-      settings: settings, outbox: outbox, clock: { now() }, log: log, jitter: { 0 })
+      settings: settings, outbox: outbox, clock: { now() }, log: log, jitter: jitter)
   }
 
   static func isSettled(_ calls: [MemoryOutbox.Call]) -> Bool {
@@ -197,7 +199,7 @@ import Testing
     #expect(deliverer.stats.queued == 0)
   }
 
-  /// Stopping drops the transfers under way without settling them, so the outbox keeps their entries.
+  /// Stopping drops the transfers under way without settling them: their entries are handed back, not delivered or dead.
   @Test func stopLeavesInFlightEntriesInTheOutbox() throws {
     let receiver = try Receiver { _, _ in nil }
     let outbox = MemoryOutbox()
@@ -207,8 +209,32 @@ import Testing
     #expect(receiver.requests.wait { $0.count == 1 })
     #expect(deliverer.stats.queued == 1)
     deliverer.stop()
-    #expect(outbox.settlements.isEmpty)
+    #expect(outbox.settlements == [.handBack(["kept"])])
     #expect(deliverer.stats.queued == 0)
+  }
+
+  /// Stopping hands back, in one last call, every entry it held unsettled (one in flight, one waiting a minute for its retry), and not one it delivered.
+  @Test func stopHandsBackWhatItHeld() throws {
+    let receiver = try Receiver { request, _ in
+      let body = String(decoding: request.body, as: UTF8.self)
+      if body.contains(#""session":"ok""#) { return 200 }
+      return body.contains(#""session":"retry""#) ? 503 : nil
+    }
+    let outbox = MemoryOutbox()
+    for session in ["ok", "retry", "hang"] {
+      outbox.add(sampleEvent(session: session, at: Self.now()), handle: session)
+    }
+    let deliverer = try Self.deliverer(
+      [receiver.url], outbox: outbox,
+      policy: RetryPolicy(baseMs: 60_000, capMs: 60_000, windowMs: 3_600_000), jitter: { 0.99 })
+    deliverer.start()
+    #expect(outbox.state.wait { $0.calls.contains { if case .retry = $0 { true } else { false } } })
+    #expect(receiver.requests.wait { $0.count == 3 })
+    #expect(outbox.state.wait { Self.isSettled($0.calls) })
+    deliverer.stop()
+    #expect(outbox.settlements.last == .handBack(["hang", "retry"]))
+    #expect(outbox.settlements.filter { if case .handBack = $0 { true } else { false } }.count == 1)
+    #expect(outbox.settlements.contains(.delivered("ok")))
   }
 
   /// A wake-up makes the deliverer ask the outbox at once rather than at its next poll.

@@ -46,6 +46,7 @@ final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {
     case delivered(String)
     case dead(String)
     case retry(String, attempts: Int, at: Int64)
+    case handBack([String])
   }
 
   struct State {
@@ -90,6 +91,13 @@ final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {
         state.waiting[index].entry.attempts = attempts
         state.waiting[index].at = at
       }
+    }
+  }
+
+  func handBack(_ entries: [OutboxEntry]) throws {
+    state.update { state in
+      state.calls.append(.handBack(entries.map(\.handle)))
+      state.handedOut.subtract(entries.map(\.handle))
     }
   }
 

@@ -1,6 +1,7 @@
 """Webhooks in cluster mode (--redis): the outbox is a Redis Stream read through one
 consumer group, so each event reaches the receiver once while every instance is up, and
-at least once after the instance that held it is killed (-9). The receiver (hookkit's)
+at least once after the instance that held it is killed (-9), and at once from another
+instance when the one that held it stops. The receiver (hookkit's)
 is on a loopback port; every request's signature is checked with the PyPI
 `standardwebhooks` package."""
 
@@ -16,6 +17,7 @@ import pytest
 
 import hookkit
 from apikit import command
+from opskit import wait_event
 from serverproc import PUBLIC_DIR, server_binary, start_server
 from test_cluster import REDIS_SERVER, Redis, redis  # noqa: F401 (redis: a fixture)
 
@@ -66,10 +68,10 @@ def secret_file():
     return path
 
 
-def instance(redis: Redis, receiver: Receiver, secret_file: Path):
+def instance(redis: Redis, receiver: Receiver, secret_file: Path, claim_ms: int = CLAIM_MS):
     return start_server("--redis", redis.url, "--webhook", receiver.url, "--webhook-secret-file",
                         str(secret_file), "--test-webhook-backoff-ms", "50",
-                        "--test-webhook-claim-ms", str(CLAIM_MS), "--max-commands-per-second", "1000")
+                        "--test-webhook-claim-ms", str(claim_ms), "--max-commands-per-second", "1000")
 
 
 def outbox_settled(redis: Redis) -> bool:
@@ -161,6 +163,35 @@ def test_an_event_whose_holder_is_killed_arrives_from_the_other(redis, receiver,
     finally:
         if b is not None:
             b.stop_and_check()
+        a.kill()
+
+
+def test_an_instance_that_stops_hands_its_event_to_the_other_at_once(redis, receiver, secret_file):
+    """The receiver fails while A holds the event; A is stopped (SIGTERM, as a rolling
+    restart does) and says it handed the event back; B sends it well inside the claim
+    timeout (a minute here), same webhook-id, once."""
+    claim_ms = 60_000
+    receiver.status = 503
+    a = instance(redis, receiver, secret_file, claim_ms)
+    b = instance(redis, receiver, secret_file, claim_ms)
+    try:
+        assert command(a, "handed", {"op": "start", "seconds": 600}).status == 200
+        receiver.wait("A's first tries", lambda: len(receiver.requests) >= 2)
+        held_id = receiver.requests[0]["id"]
+        assert holder(redis)[0] != "", "A holds the event"
+        a.stop_and_check()
+        assert wait_event(a, "webhook_handed_back")["entries"] == 1
+        receiver.status = 200
+        stopped = time.monotonic()
+        receiver.wait("the event from B", lambda: len(receiver.delivered()) >= 1, timeout=10)
+        assert time.monotonic() - stopped < claim_ms / 1000 / 2
+        wait_settled(redis)
+        delivered = receiver.delivered()
+        assert [r["id"] for r in delivered] == [held_id]
+        assert {r["id"] for r in receiver.requests} == {held_id}
+        assert receiver.rejected == []
+    finally:
+        b.stop_and_check()
         a.kill()
 
 
