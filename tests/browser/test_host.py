@@ -484,18 +484,27 @@ def test_share_panel_qr_codes_open_the_session(key_server, server, pool, session
     pk.wait(b, 5, lambda d: d.execute_script("return document.documentElement.dataset.role") == "controller",
             "the decoded controller link makes a controller")
 
-    # The picture for docs/: on a phone, Share opened below the fold and brought into view.
-    # Only when refreshing docs: whether the smooth scroll has ended in view within 3 s
-    # varied on CI's loaded machine.
+    # On a phone, Share opens below the fold and the page brings its foot into view (the
+    # picture for docs/). Nothing here scrolls meanwhile: qr_text's own scroll would cut
+    # the page's smooth scroll short wherever it had got to.
+    pk.emulate_viewport(a, pk.PHONE)
+    a.get(pk.page_url(server, "team-a"))
+    pk.wait(a, 5, lambda d: pk.read(d)["conn"] == "state-live", "live")
+    tab_to(a, "#share > summary")
+    keys(a, Keys.ENTER)
+    pk.wait(a, 3, lambda d: d.execute_script(
+        "const i = document.getElementById('viewer-qr'); return i.complete && i.naturalWidth > 0"), "the code")
+    pk.wait(a, 3, lambda d: d.execute_script(
+        "return document.getElementById('share').getBoundingClientRect().bottom <= innerHeight + 1"), "in view")
     if UPDATE_DOCS or not (DOCS_DIR / "share.png").exists():
-        pk.emulate_viewport(a, pk.PHONE)
-        a.get(pk.page_url(server, "team-a"))
-        pk.wait(a, 5, lambda d: pk.read(d)["conn"] == "state-live", "live")
-        tab_to(a, "#share > summary")
-        keys(a, Keys.ENTER)
-        qr_text(a, "viewer-qr", tmp_path)
-        pk.wait(a, 3, lambda d: d.execute_script(
-            "return document.getElementById('share').getBoundingClientRect().bottom <= innerHeight + 1"), "in view")
+        last = [None]
+
+        def still(d):
+            now = d.execute_script("return scrollY")
+            same, last[0] = now == last[0], now
+            return same
+
+        pk.wait(a, 3, still, "the page to stand still", poll=0.2)
         DOCS_DIR.mkdir(exist_ok=True)
         assert a.save_screenshot(str(DOCS_DIR / "share.png"))
 
