@@ -1032,10 +1032,12 @@ public enum FunctionLibrary {
       return moved
     end
 
-    -- Each of the ids (args from `first` on) still pending under this consumer
-    -- claimed to it again, with `tail` before JUSTID; one another instance has
-    -- taken over stays that one's. Returns the ids that were this consumer's.
-    local function claim_own(keys, group, consumer, args, first, tail)
+    -- touch's and release's one body. ARGV: the group, the consumer, then entry
+    -- ids: each still pending under this consumer is claimed to it again, with
+    -- `tail` before JUSTID; one another instance has taken over stays that
+    -- one's. Returns the ids that were this consumer's.
+    local function claim_own(keys, args, tail)
+      local group, consumer = args[1], args[2]
       local ours, claim = {}, nil
       local function flush()
         if claim then
@@ -1045,7 +1047,7 @@ public enum FunctionLibrary {
           claim = nil
         end
       end
-      for i = first, #args do
+      for i = 3, #args do
         local entry = redis.call('XPENDING', keys[1], group, args[i], args[i], 1)[1]
         if entry and entry[2] == consumer then
           table.insert(ours, args[i])
@@ -1066,7 +1068,7 @@ public enum FunctionLibrary {
     -- KEYS: 1 the events stream. ARGV: the group, the consumer, then entry ids.
     -- Returns the ids still this consumer's.
     local function touch(keys, args)
-      return claim_own(keys, args[1], args[2], args, 3, {})
+      return claim_own(keys, args, {})
     end
 
     -- An instance that stops hands back what it holds: each entry still its own
@@ -1077,7 +1079,7 @@ public enum FunctionLibrary {
     -- Returns the ids handed back.
     local RELEASED_IDLE_MS = '31536000000'
     local function release(keys, args)
-      return claim_own(keys, args[1], args[2], args, 3, {'IDLE', RELEASED_IDLE_MS})
+      return claim_own(keys, args, {'IDLE', RELEASED_IDLE_MS})
     end
 
     redis.register_function('countdown_v3_command', command)

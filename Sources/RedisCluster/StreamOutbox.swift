@@ -96,7 +96,7 @@ public final class StreamOutbox: WebhookOutbox {
       // idle time starts over: one round trip.
       let replies = try redis.pipeline([
         ["HSET", Self.attemptsKey, entry.handle, String(max(0, attempts))],
-        touchCall([entry.handle]),
+        ownCall("touch", [entry.handle]),
       ])
       for case .error(let message) in replies { throw RedisError.reply(message) }
     }
@@ -111,9 +111,7 @@ public final class StreamOutbox: WebhookOutbox {
     try settleLeft(redis)
     let ids = entries.map(\.handle).filter(held.contains)
     guard !ids.isEmpty else { return }
-    let reply = try redis.command(
-      ["FCALL", RedisSequencer.function("release"), "1", RedisSequencer.eventsKey, Self.group]
-        + [settings.consumer] + ids)
+    let reply = try redis.command(ownCall("release", ids))
     held.subtract(ids)
     Logger.shared.info(
       "webhook_handed_back", ["entries": LogValue((reply.elements ?? []).count)])
@@ -191,15 +189,16 @@ public final class StreamOutbox: WebhookOutbox {
   private func touchHeld(_ redis: BlockingRedis) throws {
     let now = monotonicMs()
     guard !held.isEmpty, now - touchedAt >= settings.claimAfterMs / 3 else { return }
-    let reply = try redis.command(touchCall(held.sorted()))
+    let reply = try redis.command(ownCall("touch", held.sorted()))
     held.formIntersection((reply.elements ?? []).compactMap(\.text))
     touchedAt = now
   }
 
-  /// countdown_v3_touch: each entry still this consumer's claimed to it
-  /// again, in one atomic step, so none is taken from another instance.
-  private func touchCall(_ ids: [String]) -> [String] {
-    ["FCALL", RedisSequencer.function("touch"), "1", RedisSequencer.eventsKey, Self.group]
+  /// countdown_v3_touch or countdown_v3_release: each entry still this
+  /// consumer's claimed to it again (touched, or made to look long idle), in
+  /// one atomic step, so none is taken from another instance.
+  private func ownCall(_ function: String, _ ids: [String]) -> [String] {
+    ["FCALL", RedisSequencer.function(function), "1", RedisSequencer.eventsKey, Self.group]
       + [settings.consumer] + ids
   }
 
