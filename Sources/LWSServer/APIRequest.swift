@@ -8,7 +8,9 @@ struct APIRequest: Equatable {
     case head = "HEAD"
     case post = "POST"
     case options = "OPTIONS"
-    case other
+    case put = "PUT"
+    case patch = "PATCH"
+    case delete = "DELETE"
   }
 
   var method: Method
@@ -51,7 +53,7 @@ enum APIRoute: Equatable {
       case .head where methods.contains("GET"): return route
       case let method where methods.split(separator: ",").contains { $0.trimmed == method.rawValue }:
         return route
-      default: return .refuse(.methodNotAllowed(allow: methods))
+      default: return .refuse(.methodNotAllowed(allow: allow(methods)))
       }
     }
     switch parts.count {
@@ -72,6 +74,13 @@ enum APIRoute: Equatable {
     default:
       return .refuse(.notFound)
     }
+  }
+
+  /// `Allow`: every method a resource answers, not only the ones a CORS
+  /// preflight names (RFC 9110 10.2.1): a GET also answers HEAD, except an
+  /// event stream's, and every resource answers OPTIONS.
+  static func allow(_ methods: String, head: Bool = true) -> String {
+    methods + (head && methods.contains("GET") ? ", HEAD" : "") + ", OPTIONS"
   }
 }
 
@@ -255,25 +264,21 @@ struct APIResponse: Equatable {
   var status: UInt32
   var body: [UInt8]
   var headers: [(String, String)] = []
-  /// The connection closes after it (a body left unread behind it).
-  var close = false
 
   static func == (a: APIResponse, b: APIResponse) -> Bool {
-    a.status == b.status && a.body == b.body && a.close == b.close
+    a.status == b.status && a.body == b.body
       && a.headers.map { "\($0.0): \($0.1)" } == b.headers.map { "\($0.0): \($0.1)" }
   }
 
-  init(status: UInt32, body: [UInt8], headers: [(String, String)] = [], close: Bool = false) {
+  init(status: UInt32, body: [UInt8], headers: [(String, String)] = []) {
     self.status = status
     self.body = body
     self.headers = headers
-    self.close = close
   }
 
-  init(_ refusal: APIRefusal, close: Bool = false) {
+  init(_ refusal: APIRefusal) {
     self.init(
-      status: refusal.status, body: WireCodec.error(refusal.error), headers: refusal.headers,
-      close: close)
+      status: refusal.status, body: WireCodec.error(refusal.error), headers: refusal.headers)
   }
 
   /// The status of a hub answer: PLAN18's map of error codes.
@@ -305,17 +310,16 @@ struct APIResponse: Equatable {
     404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
     413: "Content Too Large", 415: "Unsupported Media Type", 426: "Upgrade Required",
     429: "Too Many Requests",
-    500: "Internal Server Error", 503: "Service Unavailable",
+    500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
   ]
 
-  /// The whole answer, `extra` headers (CORS, security) after the answer's own.
+  /// The whole answer, `extra` headers (CORS, security) after the answer's
+  /// own. Every answer is its connection's last (`Callbacks.swift`).
   func bytes(extra: [(String, String)], type: String = "application/json") -> [UInt8] {
     var head = "HTTP/1.1 \(status) \(Self.reasons[status] ?? "Error")\r\n"
     if status != 204 { head += "content-type: \(type)\r\n" }
     for (name, value) in headers + extra { head += "\(name): \(value)\r\n" }
-    head += "cache-control: no-store\r\ncontent-length: \(body.count)\r\n"
-    if close { head += "connection: close\r\n" }
-    head += "\r\n"
+    head += "cache-control: no-store\r\ncontent-length: \(body.count)\r\nconnection: close\r\n\r\n"
     return Array(head.utf8) + body
   }
 }

@@ -185,15 +185,19 @@ private func clientPeer(_ wsi: Wsi) throws(HeaderError) -> (String, String) {
 }
 
 /// The method and path of a request, from whichever method's token lws filled.
-/// OPTIONS exists as a token because Debian builds lws 4.1.6 with
-/// LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h), which lws-http.h requires
-/// for WSI_TOKEN_OPTIONS_URI; PUT, PATCH and DELETE are refused in the filter.
+/// OPTIONS, PUT, PATCH and DELETE exist as tokens because Debian builds lws
+/// 4.1.6 with LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h). A path that is
+/// not text is decoded lossily: it still routes, and under the API prefix
+/// the API refuses it in its own shape.
 private func methodAndPath(_ wsi: Wsi) -> (APIRequest.Method, String)? {
   for (token, method) in [
     (WSI_TOKEN_GET_URI, APIRequest.Method.get), (WSI_TOKEN_HEAD_URI, .head),
     (WSI_TOKEN_POST_URI, .post), (WSI_TOKEN_OPTIONS_URI, .options),
+    (WSI_TOKEN_PUT_URI, .put), (WSI_TOKEN_PATCH_URI, .patch), (WSI_TOKEN_DELETE_URI, .delete),
   ] where lws_hdr_total_length(wsi.raw, token) > 0 {
-    return (try? header(wsi, token, "path")).flatMap { $0.map { (method, $0) } }
+    return (try? headerBytes(wsi, token, "path")).flatMap {
+      $0.map { (method, String(decoding: $0, as: UTF8.self)) }
+    }
   }
   return nil
 }
@@ -216,8 +220,7 @@ private func readAPIRequest(
     idempotencyKey: try customHeader(wsi, "idempotency-key:"))
 }
 
-/// Does what the API asks: an answer written whole ends the transaction
-/// (HTTP/1.1 keep-alive goes on), or closes when a body was left unread.
+/// Does what the API asks: an answer ends its connection, once written.
 private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   switch step {
   case .readBody, .wait:
@@ -225,11 +228,9 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   case .events:
     // Admission reads the request again, as it does an upgrade's.
     return openEventStream(wsi)
-  case .write(let bytes, let close):
+  case .write(let bytes):
     setTag(wsi, 0)
-    guard server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
-    if close { return 1 }
-    return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
+    return server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
   }
 }
 
@@ -247,7 +248,7 @@ private func beginAPI(_ wsi: Wsi, method: APIRequest.Method, path: String) -> In
       error.header == "origin"
       ? APIRefusal.forbidden("the Origin header could not be read")
       : .badHeader("the \(error.header) header could not be read")
-    return perform(wsi, .write(APIResponse(refusal, close: true).bytes(extra: []), close: true))
+    return perform(wsi, .write(APIResponse(refusal).bytes(extra: [])))
   }
   setTag(wsi, SocketTag.api)
   return perform(wsi, server.apiBegin(wsi, request, peer: peer))
@@ -403,14 +404,20 @@ private func confirmUpgrade(_ wsi: Wsi) -> Int32 {
 private func respond(
   _ wsi: Wsi, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
 ) -> Int32 {
+  let response = plainResponse(status: status, headers: headers, answer: answer)
+  return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
+}
+
+/// A short plain-text status (or `answer`), whole, the connection's last.
+private func plainResponse(status: UInt32, headers: String = "", answer: HTTPAnswer? = nil)
+  -> [UInt8]
+{
   let reason = APIResponse.reasons[status] ?? "Refused"
   let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
-  let response =
-    Array(
-      ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
-        + "\(securityHeaders)\(headers)"
-        + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
-  return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
+  return Array(
+    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
+      + "\(securityHeaders)\(headers)"
+      + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
 }
 
 /// The headers lws's security option adds to its own answers, for ours too.
@@ -430,23 +437,49 @@ func httpCallback(
     return confirmUpgrade(wsi)
 
   case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
+    // One request per connection. lws 4.1.6 mishandles a request that
+    // arrives behind another in the same read: it keeps it in the
+    // connection's buffer list, and lws_service_do_ripe_rxflow
+    // (lib/core-net/service.c:513-550) hands it back to a connection that
+    // cannot take it (lib/roles/h1/ops-h1.c:393-399, for one, consumes
+    // nothing while a file is still being sent), so the service thread
+    // spins and a pipelined body is misread. Closing after every answer
+    // drops whatever follows it unread, which RFC 9112 9.3.2 allows.
+    guard cds_http_close_after_transaction(wsi.raw) == 0 else { return -1 }
+    let server = server(of: wsi)
+    let api =
+      methodAndPath(wsi).map({ isAPIPath($0.1) }) == true
+      && lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    // Non-zero makes lws close the connection once the answer is written.
+    func refuse(_ refusal: APIRefusal) -> Int32 {
+      api
+        ? perform(wsi, .write(APIResponse(refusal).bytes(extra: server.apiHeaders(nil))))
+        : respond(
+          wsi, status: refusal.status,
+          headers: refusal.headers.map { "\($0.0): \($0.1)\r\n" }.joined())
+    }
     // A decoded NUL ("%00") would make lws cut the path short and serve
     // something else than was asked for.
     if let input, strnlen(input.assumingMemoryBound(to: CChar.self), length) != length {
-      return respond(wsi, status: 400)
+      return refuse(.badQuery("the path has a NUL byte"))
     }
-    // Everything here is read-only: lws would otherwise serve a file for a
-    // POST. The one exception is the origin check, a POST without a body,
-    // since that is what makes a browser send its Origin.
-    // The API takes POST (commands) and OPTIONS (CORS preflights) too.
+    // RFC 9112 6.3: a length beside a transfer coding is how a request is
+    // smuggled past a proxy that frames it the other way; lws would frame
+    // it by the length.
+    if lws_hdr_total_length(wsi.raw, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0,
+      lws_hdr_total_length(wsi.raw, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0
+    {
+      return refuse(.badHeader("Transfer-Encoding and Content-Length may not come together"))
+    }
+    // The API routes every method itself. Everything else is read-only: lws
+    // would otherwise serve a file for a POST. The one exception is the
+    // origin check, a POST without a body, since that is what makes a
+    // browser send its Origin.
     guard
-      lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
-        || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0
-        || isOriginCheck(wsi)
-        || methodAndPath(wsi).map({ isAPIPath($0.1) }) == true
+      api || lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
+        || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0 || isOriginCheck(wsi)
     else {
-      // Non-zero makes lws close the connection once the answer is written.
-      return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")
+      return refuse(.methodNotAllowed(allow: "GET, HEAD"))
     }
     return 0
 
@@ -508,7 +541,7 @@ func httpCallback(
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if tag(wsi) == SocketTag.api, let bytes = server(of: wsi).apiWritable(wsi) {
-      return perform(wsi, .write(bytes, close: false))
+      return perform(wsi, .write(bytes))
     }
     if tag(wsi) > 0 {
       // An event stream: anything but keeping it open ends the connection.
@@ -521,6 +554,36 @@ func httpCallback(
     let body = server.httpBodies.removeValue(forKey: wsi) ?? []
     guard server.send(body, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
     return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
+
+  // A request lws's parser gave up on, handed over raw (UnparsedRequest):
+  // its first read decides the answer, and the answer ends the connection.
+  case LWS_CALLBACK_RAW_ADOPT:
+    return 0
+
+  case LWS_CALLBACK_RAW_RX:
+    guard tag(wsi) == 0, let input else { return 0 }
+    let server = server(of: wsi)
+    let request = UnparsedRequest(UnsafeRawBufferPointer(start: input, count: length))
+    server.httpBodies[wsi] =
+      request.api
+      ? APIResponse(status: request.status, body: WireCodec.error(request.error)).bytes(
+        extra: server.apiHeaders(nil))
+      : plainResponse(status: request.status)
+    setTag(wsi, SocketTag.httpBody)
+    lws_callback_on_writable(wsi.raw)
+    return 0
+
+  case LWS_CALLBACK_RAW_WRITEABLE:
+    guard tag(wsi) == SocketTag.httpBody else { return -1 }
+    setTag(wsi, 0)
+    let server = server(of: wsi)
+    _ = server.send(server.httpBodies.removeValue(forKey: wsi) ?? [], to: wsi, as: LWS_WRITE_HTTP)
+    return -1
+
+  case LWS_CALLBACK_RAW_CLOSE:
+    if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
+    setTag(wsi, 0)
+    return 0
 
   case LWS_CALLBACK_CLOSED_HTTP:
     if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }

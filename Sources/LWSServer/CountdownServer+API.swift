@@ -26,7 +26,8 @@ struct APITable {
 
 /// What the callback does next with an API request.
 enum APIStep {
-  case write([UInt8], close: Bool)
+  /// The answer, the connection's last.
+  case write([UInt8])
   /// A command's headers passed: read its body, then `apiBodyComplete`.
   case readBody
   /// The answer comes later (`flush` queues it, then WRITEABLE writes it).
@@ -57,32 +58,27 @@ extension CountdownServer {
   private func write(_ response: APIResponse, _ request: APIRequest) -> APIStep {
     var bytes = response.bytes(extra: apiHeaders(request.origin))
     if request.method == .head { bytes.removeLast(response.body.count) }
-    return .write(bytes, close: response.close)
+    return .write(bytes)
   }
 
   /// A request's headers are in: route it, and answer what needs no body.
   func apiBegin(_ wsi: Wsi, _ request: APIRequest, peer: String) -> APIStep {
-    // A body lws would read after a refusal must not be taken for the next request.
-    // A POST may carry one without a length (chunked), so a refused POST closes.
-    let bodyPending =
-      request.method == .post || (request.contentLength.flatMap { Int($0) } ?? 0) > 0
-    func refuse(_ refusal: APIRefusal) -> APIStep {
-      write(APIResponse(refusal, close: bodyPending), request)
-    }
+    func refuse(_ refusal: APIRefusal) -> APIStep { write(APIResponse(refusal), request) }
     switch APIRoute.of(request) {
     case .refuse(let refusal):
       return refuse(refusal)
     case .preflight(let methods):
       let headers = cors.preflightHeaders(origin: request.origin, methods: methods)
       return .write(
-        APIResponse(status: 204, body: [], headers: headers, close: bodyPending).bytes(
-          extra: apiHeaders(nil)), close: bodyPending)
+        APIResponse(status: 204, body: [], headers: headers).bytes(extra: apiHeaders(nil)))
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
     case .events:
       // A stream has no HEAD: its headers are the start of the stream.
-      guard request.method == .get else { return refuse(.methodNotAllowed(allow: "GET")) }
+      guard request.method == .get else {
+        return refuse(.methodNotAllowed(allow: APIRoute.allow("GET", head: false)))
+      }
       return .events
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
@@ -152,7 +148,7 @@ extension CountdownServer {
     guard call.body.count + chunk.count <= min(call.expected, config.maxMessageBytes) else {
       let headers = call.extraHeaders
       api.calls[wsi] = nil
-      return .write(APIResponse(.tooLarge, close: true).bytes(extra: headers), close: true)
+      return .write(APIResponse(.tooLarge).bytes(extra: headers))
     }
     api.calls[wsi] = nil  // no second copy of the body while it is appended to
     call.body.append(contentsOf: chunk)
@@ -175,7 +171,7 @@ extension CountdownServer {
       body, session: call.session, authority: call.authority, peer: call.peer, request: request,
       idempotencyKey: call.idempotencyKey, now: clock.nowMilliseconds())
     flush()
-    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes, close: false) }
+    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }
     return .wait
   }
 
