@@ -242,3 +242,44 @@ def test_transfer_encoding_beside_content_length_is_400_and_closed(srv, path):
     raw, closed = exchange(srv.port, data)
     status, _, _ = one_answer(raw, closed)
     assert status == 400
+
+
+def h11_events(data: bytes, raw: bytes) -> list:
+    """Parse the server's bytes with h11, a strict HTTP/1.1 implementation nobody
+    here wrote, as the client of the request `data` spells out."""
+    import h11
+
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
+    conn = h11.Connection(h11.CLIENT)
+    conn.send(h11.Request(method=method, target=target, headers=headers))
+    if body:
+        conn.send(h11.Data(data=body))
+    conn.send(h11.EndOfMessage())
+    conn.receive_data(raw)
+    conn.receive_data(b"")
+    events = []
+    while True:
+        event = conn.next_event()
+        events.append(event)
+        if event is h11.NEED_DATA or isinstance(event, h11.ConnectionClosed):
+            break
+    assert conn.their_state is h11.CLOSED, conn.their_state
+    return events
+
+
+@pytest.mark.parametrize("data,status", [v for k, v in FRAMED.items() if k != "websocket-refused"],
+                         ids=[k for k in FRAMED if k != "websocket-refused"])
+def test_h11_reads_every_answer_whole_and_then_the_close(srv, data, status):
+    """h11 finds one whole response, then the server's close, with nothing after it."""
+    import h11
+
+    raw, closed = exchange(srv.port, data)
+    assert closed
+    events = h11_events(data, raw)
+    kinds = [type(e) for e in events]
+    assert kinds[0] is h11.Response and events[0].status_code == status
+    assert kinds[-2:] == [h11.EndOfMessage, h11.ConnectionClosed], kinds
+    assert events[0].http_version == b"1.1"
