@@ -626,10 +626,11 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
       let start = memory.baseAddress! + pre
       let end = memory.baseAddress! + memory.count - 1
       var cursor: UnsafeMutablePointer<UInt8>? = start
-      // No length: the body is the stream, until either side closes.
+      // No length: the body is the stream, until either side closes. The
+      // vhost's headers already say `connection: close`.
       guard
-        lws_add_http_common_headers(
-          wsi.raw, 200, "text/event-stream", lws_filepos_t.max, &cursor, end) == 0
+        lws_add_http_header_status(wsi.raw, 200, &cursor, end) == 0,
+        addHeader(wsi, "content-type:", "text/event-stream", &cursor, end)
       else { return false }
       for (name, value) in server.eventStreamHeaders(origin: request.origin) {
         guard addHeader(wsi, name, value, &cursor, end) else { return false }

@@ -283,3 +283,20 @@ def test_h11_reads_every_answer_whole_and_then_the_close(srv, data, status):
     assert kinds[0] is h11.Response and events[0].status_code == status
     assert kinds[-2:] == [h11.EndOfMessage, h11.ConnectionClosed], kinds
     assert events[0].http_version == b"1.1"
+
+
+def test_an_event_stream_is_delimited_by_its_close(srv):
+    """An event stream has no length and says connection: close once: its body ends when the connection does."""
+    import socket as _socket
+
+    with _socket.create_connection((srv.host, srv.port), timeout=5) as s:
+        s.sendall(get("/api/v1/sessions/framing-sse/events"))
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            chunk = s.recv(4096)
+            assert chunk, "closed before the stream's headers"
+            raw += chunk
+    head = raw.split(b"\r\n\r\n")[0].decode("latin-1").lower().split("\r\n")
+    assert head[0] == "http/1.1 200 ok"
+    assert [line for line in head if line.startswith("connection:")] == ["connection: close"]
+    assert not [line for line in head if line.startswith(("content-length:", "transfer-encoding:"))]
