@@ -275,7 +275,8 @@ public final class Hub {
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
   /// the client presented, if any; `since` the last seq it saw (on this
   /// instance or another): its snapshot's seq is not lower. `peer` is the
-  /// client's address, which the sessions it starts count against.
+  /// client's address budget (an IPv6 client's prefix, as the network layer
+  /// names it), which the sessions it starts count against.
   /// `viewerOnly` (an event stream, which cannot send commands) is never
   /// shown a controller key.
   public func connect(

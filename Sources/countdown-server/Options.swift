@@ -230,6 +230,11 @@ extension Options {
       help: "WebSocket connections from one address (default\n"
         + "4096, for audiences behind one NAT); past it an\nupgrade gets HTTP 429."),
     .integer(
+      "--ipv6-prefix", "BITS", .limits, AddressBudget.ipv6PrefixRange, \.server.ipv6Prefix,
+      help: "Leading bits of an IPv6 client address that name its\n"
+        + "per-address budgets, 32-128 (default 64: one /64\nis one client); IPv4 counts per address."
+    ),
+    .integer(
       "--max-sessions", "N", .limits, 1...10_000_000, \.hub.maxSessions,
       help: "Live sessions (default 100000); joining a new one\n"
         + "past it gets too_many_sessions and close 1013."),
