@@ -670,6 +670,7 @@ public final class Hub {
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
       now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey,
+      address: addresses.name(of: pending.address),
       eventConfig: config.recordsEvents ? sessionConfig : nil)
     switch sequencer.sequence(request) {
     case .done(let outcome):
@@ -716,8 +717,11 @@ public final class Hub {
     case .rejected(let rejection):
       code = rejection
       stats.countCommand(op, result: rejection.rawValue)
-      answer = WireCodec.error(
-        CommandError(rejection, message ?? Self.explain(rejection), id: pending.id))
+      // A sequencer's only rate_limited is a new key past the idempotency limits.
+      let explained =
+        rejection == .rateLimited && pending.idempotencyKey != nil
+        ? IdempotencyLimits.refusal : Self.explain(rejection)
+      answer = WireCodec.error(CommandError(rejection, message ?? explained, id: pending.id))
     case .unavailable(let message):
       code = .unavailable
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)
