@@ -230,3 +230,23 @@ def test_new_keys_past_the_limits_are_refused_in_a_cluster(session_id):
         for server in servers:
             server.stop_and_check()
         redis.stop()
+
+
+def test_ipv6_clients_hold_keys_by_their_prefix(data_dir, session_id):
+    """Behind a trusted proxy: keys from four addresses of one IPv6 /64 count against one
+    per-address limit of 3, so the fourth is refused 429 and stored nowhere; another /64
+    has its own budget."""
+    data = data_dir / "countdown.db"
+    srv = start_server("--data", str(data), "--trusted-proxy", "127.0.0.1",
+                       "--max-idempotency-keys-per-address", "3", *UNLIMITED_RATE)
+    try:
+        def cancel(n: int, address: str):
+            return command(srv, f"{session_id}-{n}", {"op": "cancel"},
+                           {**keyed("k"), "X-Forwarded-For": address})
+
+        codes = [cancel(n, f"2001:db8:7:7::{n + 1}").status for n in range(4)]
+        assert codes == [409, 409, 409, 429]
+        assert cancel(9, "2001:db8:7:8::1").status == 409
+    finally:
+        srv.stop_and_check()
+    assert sum(idempotency_rows(data).values()) == 4
