@@ -115,7 +115,7 @@ public struct IdempotencyEntry: Equatable, Sendable {
 extension IdempotencyEntry {
   /// An address budget's name as a row may hold it: an IPv6 range is at
   /// most 43 characters, and what lws names a peer it cannot read is short.
-  static func isAddress(_ text: String) -> Bool {
+  public static func isAddress(_ text: String) -> Bool {
     text.utf8.count <= 64 && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
   }
 }
@@ -241,7 +241,7 @@ public struct IdempotencyCache: Sendable {
   public func count(ofSession session: String) -> Int { entries[session]?.count ?? 0 }
 
   /// Adds (or replaces) an entry, dropping expired ones. It never evicts:
-  /// the sequencer checked `refusal` first, and a store's rows loaded at
+  /// the sequencer checked `admits` first, and a store's rows loaded at
   /// start were each admitted once (under the limits of their day).
   public mutating func insert(_ entry: IdempotencyEntry, now: Int64) {
     prune(now: now)

@@ -46,7 +46,10 @@ public final class LocalSequencer: CommandSequencer {
     if let key = request.idempotencyKey, let answer = IdempotentAnswer(outcome) {
       let entry = IdempotencyEntry(
         session: request.session, key: key, fingerprint: request.command.fingerprint,
-        answer: answer, at: request.now, address: request.address)
+        answer: answer, at: request.now,
+        // A name no row could hold back would make the row damaged at the
+        // next start, and its key forgotten: such a peer counts as unknown.
+        address: IdempotencyEntry.isAddress(request.address) ? request.address : "")
       // Counted from now, so that writes in flight cannot pass the limits;
       // no lookup of this session runs before the write completes (the hub
       // runs one command per session at a time).

@@ -314,6 +314,16 @@ final class HoldingStore: SessionStore {
     bad = good
     bad.answer = .applied(SessionRecord(duration: -1))
     #expect(bad.damage != nil)
+    for address in ["a b", "\u{0}", "é", String(repeating: "f", count: 65)] {
+      bad = good
+      bad.address = address
+      #expect(bad.damage != nil, "address \(address.prefix(8))")
+    }
+    for address in ["", "?", "198.51.100.7", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"] {
+      bad = good
+      bad.address = address
+      #expect(bad.damage == nil, "address \(address)")
+    }
   }
 
   /// The answer is a pure function of what is remembered: the same entry renders the same bytes in another hub.
