@@ -168,7 +168,8 @@ extension CountdownServer {
     api.calls[wsi] = call
     api.waiting[request] = wsi
     hub.command(
-      body, session: call.session, authority: call.authority, peer: call.peer, request: request,
+      body, session: call.session, authority: call.authority,
+      peer: admission.budget.key(call.peer), request: request,
       idempotencyKey: call.idempotencyKey, now: clock.nowMilliseconds())
     flush()
     if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }

@@ -312,6 +312,39 @@ async def test_trusted_proxy_counts_each_forwarded_client():
 
 
 @run_async
+async def test_ipv6_clients_count_by_their_prefix():
+    """Behind a trusted proxy (the one way a loopback test can show many client
+    addresses): two addresses of one IPv6 /64 share one per-IP budget, another /64 has
+    its own, an IPv4-mapped address counts as its IPv4 address, the log still names the
+    whole address; with --ipv6-prefix 128 each IPv6 address counts alone."""
+    srv = start_server("--trusted-proxy", "127.0.0.1", "--max-connections-per-ip", "1",
+                       "--log-format", "json")
+    try:
+        held = [await upgrade(srv, headers=forwarded(a))
+                for a in ("2001:db8:1:2::1", "2001:db8:1:3::1", "198.51.100.7")]
+        assert [ws.status for ws in held] == [101, 101, 101]
+        assert await status(srv, headers=forwarded("2001:db8:1:2:ffff:ffff:ffff:ffff")) == 429
+        line = wait_event(srv, "upgrade_refused", cause="per_ip")
+        assert line["peer"] == "2001:db8:1:2:ffff:ffff:ffff:ffff", line
+        assert await status(srv, headers=forwarded("::ffff:198.51.100.7")) == 429
+        assert await status(srv, headers=forwarded("2001:db8:1:4::1")) == 101
+        for ws in held:
+            ws.close()
+    finally:
+        srv.stop_and_check()
+    srv = start_server("--trusted-proxy", "127.0.0.1", "--max-connections-per-ip", "1",
+                       "--ipv6-prefix", "128")
+    try:
+        held = await upgrade(srv, headers=forwarded("2001:db8:1:2::1"))
+        assert held.status == 101
+        assert await status(srv, headers=forwarded("2001:db8:1:2::2")) == 101
+        assert await status(srv, headers=forwarded("2001:db8:1:2::1")) == 429
+        held.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
 async def test_without_the_flag_the_header_changes_nothing():
     """Without --trusted-proxy, X-Forwarded-For is ignored: every connection counts as
     its TCP peer, and the log shows that peer."""
