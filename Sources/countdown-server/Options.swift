@@ -277,9 +277,11 @@ extension Options {
       help: "Comma-separated origins (e.g. https://a.example)\n"
         + "whose pages may connect, besides the server's own;\n'*' allows any. Repeatable.",
       apply: { o, v, n throws(UsageError) in
-        let origins = v.split(separator: ",").map { String($0.trimmingPrefix(" ")).lowercased() }
-        guard !origins.isEmpty else { throw UsageError(message: "\(n) needs origins, not '\(v)'") }
-        o.server.allowedOrigins += origins
+        do throws(AllowedOrigins.ParseError) {
+          o.server.allowedOrigins += try AllowedOrigins.parse(v)
+        } catch {
+          throw UsageError(message: "\(n) \(error.description)")
+        }
       },
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),

@@ -5,13 +5,15 @@ built binary over raw sockets, so the test writes every header byte:
   or more is no longer taken as absent, and one that cannot be read refuses;
 - on a non-loopback --host the name a page was served under is its own origin;
 - POST /origin-check tells a refused page why, naming --allow-origin;
-- --trusted-proxy takes the client's address from X-Forwarded-For.
+- --trusted-proxy takes the client's address from X-Forwarded-For;
+- a bad --allow-origin entry stops the server at start.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import time
 import uuid
 
@@ -20,7 +22,7 @@ import pytest
 from cdclient import run_async
 from opskit import log_lines, wait_event, wait_log
 from rawws import RawWS
-from serverproc import start_server
+from serverproc import server_binary, start_server
 
 LOOP = "127.0.0.1"
 
@@ -410,3 +412,17 @@ def test_origin_check_is_not_on_the_metrics_port():
         assert post(srv.port, "/origin-check", {"Origin": "http://x.example", "Content-Length": "0"})[0] == 200
     finally:
         srv.stop_and_check()
+
+
+@pytest.mark.parametrize("value", ["null", "https://a.example/", "https://a.example/path", "https://a.example:65536",
+                                   "https://good.example,,https://b.example", "",
+                                   "https://" + "a" * 4096 + ".example"],
+                         ids=["null", "slash", "path", "port", "empty-entry", "empty", "4kb"])
+def test_a_bad_allow_origin_exits_2_naming_it(value):
+    """--allow-origin is checked as --frame-ancestors is: `null` (what a sandboxed iframe on
+    any site sends), a path, a trailing slash, a port past 65535, an empty entry or a 4 KB
+    origin stops the server at start with exit 2 and a reason naming the flag."""
+    res = subprocess.run([str(server_binary()), "--port", "0", "--allow-origin", value], capture_output=True,
+                         text=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2, res
+    assert "--allow-origin" in res.stderr and "listening on" not in res.stdout, res
