@@ -79,6 +79,11 @@ public protocol CommandSequencer: AnyObject {
   func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
   /// The hub forgot a session: its durable facts may go too.
   func forgot(session: String)
+  /// True when every session there is lives in the hub (one server, its
+  /// store loaded at start): one it does not hold has no key yet, so no key
+  /// presented for it can be right. False where sessions also live
+  /// elsewhere (a cluster), and the hub must fetch one to know.
+  var knowsEverySession: Bool { get }
   /// A command this sequencer answered `.pending` for was completed through
   /// `Hub.complete` (by a store, say), before the hub acts on it.
   func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64)
@@ -93,6 +98,7 @@ public protocol CommandSequencer: AnyObject {
 }
 
 extension CommandSequencer {
+  public var knowsEverySession: Bool { false }
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {}
   public func finishedByItself(
     session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared

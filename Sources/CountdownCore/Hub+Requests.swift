@@ -90,6 +90,14 @@ extension Hub {
     if config.control == .key, authority == .none {
       return refuse(.forbidden, id: message.id, op: command.op.rawValue)
     }
+    // Nor is there for a key presented for a session that does not exist:
+    // made for the request, it would get a key nobody holds, and its first
+    // visitor would join it as a mere viewer.
+    if config.control == .key, case .key = authority, sessionIndex[id] == nil,
+      sequencer.knowsEverySession
+    {
+      return refuse(.forbidden, id: message.id, op: command.op.rawValue)
+    }
     let address = addresses.hold(peer)
     defer { addresses.release(address) }
     let handle: SessionHandle

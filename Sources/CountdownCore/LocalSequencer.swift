@@ -112,6 +112,8 @@ public final class LocalSequencer: CommandSequencer {
     return .ready
   }
 
+  public var knowsEverySession: Bool { true }
+
   public func forgot(session: String) {
     // Its remembered answers stay for their day: a retry after the session
     // was forgotten must still not apply twice.

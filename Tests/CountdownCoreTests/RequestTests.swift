@@ -151,6 +151,22 @@ import Testing
     #expect(answers(hub).map { $0.1.code } == [nil, .forbidden, nil])
   }
 
+  /// In key mode on one server, a key presented for a session that does not exist is refused
+  /// and creates nothing, so the session's first visitor still becomes its controller.
+  @Test func keyForAMissingSessionCreatesNothing() {
+    let hub = Hub(config: HubConfig(control: .key))
+    for junk in ["0123456789abcdef", String(repeating: "f", count: 32), "", "\u{0}"] {
+      hub.command(
+        bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key(junk), peer: "a",
+        request: 1, now: t0)
+    }
+    #expect(answers(hub).map { $0.1.code } == Array(repeating: .forbidden, count: 4))
+    #expect(hub.sessionCount == 0)
+    var visitor = FakeViewer(id: hub.join("s", now: t0))
+    visitor.read(from: hub, now: t0)
+    #expect(visitor.last("snapshot")?["role"] as? String == "controller")
+  }
+
   /// A token's command tells the sequencer so (a cluster's function skips its key check then).
   @Test func tokenFlagReachesTheSequencer() {
     let sequencer = HeldSequencer()

@@ -409,6 +409,24 @@ async def test_key_mode_token_and_controller_key(keyed, session_id):
         assert secret not in keyed.stderr()
 
 
+@run_async
+async def test_a_refused_key_creates_no_session(keyed, session_id):
+    """Key mode: a bearer that is no token, POSTed to a session that does not exist, is refused
+    with 403 and creates nothing: no session (the metric), no row, no key; so the session's first
+    visitor still becomes its controller, and is shown its key."""
+    created = scrape(keyed.host, keyed.port)[("countdown_sessions_created_total", frozenset())]
+    for junk in ("0123456789abcdef", "x" * 16, "f" * 32):
+        refused = command(keyed, session_id, {"op": "start", "seconds": 60}, token=junk)
+        assert refused.status == 403 and refused.json["code"] == "forbidden", refused.json
+    assert scrape(keyed.host, keyed.port)[("countdown_sessions_created_total", frozenset())] == created
+    assert rows(keyed, session_id) == 0
+    visitor = await Client.connect(keyed.ws_url(session_id))
+    assert visitor.snapshot["role"] == "controller" and len(visitor.snapshot["key"]) == 32, visitor.snapshot
+    ok = command(keyed, session_id, {"op": "start", "seconds": 60}, token=visitor.snapshot["key"])
+    assert ok.status == 200, ok.json
+    await visitor.close()
+
+
 def test_curl_drives_a_session(api, session_id):
     """Debian's curl can start, read and cancel a session."""
     url = f"{api.http_base}/api/v1/sessions/{session_id}"
