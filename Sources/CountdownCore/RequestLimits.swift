@@ -9,8 +9,8 @@
 /// table could drop is always at the head: a request looks at a few entries
 /// at most, however many there are, and a flood of new addresses against a
 /// full table costs each refusal one look rather than a pass over the table.
-struct RequestLimits {
-  static let maxEntries = 65_536
+public struct RequestLimits {
+  public static let maxEntries = 65_536
   /// Idle buckets dropped from the head per request beyond the one a new
   /// key needs, so that a table drains once its flood has passed.
   static let dropsPerRequest = 2
@@ -34,13 +34,13 @@ struct RequestLimits {
   /// test counts to prove the work per request stays bounded.
   private(set) var visited = 0
 
-  init(capacity: Int = maxEntries) { self.capacity = max(1, capacity) }
+  public init(capacity: Int = maxEntries) { self.capacity = max(1, capacity) }
 
-  var count: Int { slots.count }
+  public var count: Int { slots.count }
 
   /// Takes one command from each bucket named in `keys`; false (and nothing
   /// taken from the others) when any is empty.
-  mutating func take(_ keys: [String], rate: Double, now: Int64) -> Bool {
+  public mutating func take(_ keys: [String], rate: Double, now: Int64) -> Bool {
     dropIdle(now: now, atMost: Self.dropsPerRequest)
     for key in keys where slots[key] == nil {
       if slots.count >= capacity { dropIdle(now: now, atMost: 1) }

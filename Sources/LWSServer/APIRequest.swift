@@ -38,10 +38,15 @@ enum APIRoute: Equatable {
   case list(after: String?, limit: Int)
   /// A CORS preflight for a route that takes these methods.
   case preflight(methods: String)
+  /// `POST /qr.svg`: a QR code of the body (`QRCodeAnswers`).
+  case qrCode
   case refuse(APIRefusal)
 
   /// The route of `request`'s method and path, before any header is judged.
   static func of(_ request: APIRequest) -> APIRoute {
+    if request.path == QRCodeAnswers.path {
+      return request.method == .post ? .qrCode : .refuse(.methodNotAllowed(allow: "POST"))
+    }
     guard request.path.hasPrefix(APIRequest.prefix) else { return .refuse(.notFound) }
     let rest = request.path.dropFirst(APIRequest.prefix.count)
     let segments = rest.split(separator: "/", omittingEmptySubsequences: false).dropFirst()

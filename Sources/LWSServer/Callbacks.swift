@@ -206,6 +206,12 @@ private func isAPIPath(_ path: String) -> Bool {
   path == APIRequest.prefix || path.hasPrefix(APIRequest.prefix + "/")
 }
 
+/// `POST /qr.svg`: a code whose text must stay out of the URL, its body read
+/// as an API command's is.
+private func isQRCodePost(_ request: (APIRequest.Method, String)) -> Bool {
+  request == (.post, QRCodeAnswers.path)
+}
+
 /// An `/api/v1` request's headers, every one read whole.
 private func readAPIRequest(
   _ wsi: Wsi, method: APIRequest.Method, path: String
@@ -448,7 +454,7 @@ func httpCallback(
     guard cds_http_close_after_transaction(wsi.raw) == 0 else { return -1 }
     let server = server(of: wsi)
     let api =
-      methodAndPath(wsi).map({ isAPIPath($0.1) }) == true
+      methodAndPath(wsi).map({ isAPIPath($0.1) || isQRCodePost($0) }) == true
       && lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
     // Non-zero makes lws close the connection once the answer is written.
     func refuse(_ refusal: APIRefusal) -> Int32 {
@@ -488,7 +494,7 @@ func httpCallback(
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
     let server = server(of: wsi)
-    if let (method, path) = methodAndPath(wsi), isAPIPath(path),
+    if let (method, path) = methodAndPath(wsi), isAPIPath(path) || isQRCodePost((method, path)),
       lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
     {
       return beginAPI(wsi, method: method, path: path)
@@ -519,7 +525,7 @@ func httpCallback(
           (try? urlArguments(wsi, as: HeaderError.utf8Text)).flatMap {
             try? urlArgument(name, in: $0)
           }
-        }) : nil
+        }, peer: { (try? clientPeer(wsi).0) ?? peerAddress(wsi) }) : nil
     guard let answer = found ?? server.notFoundAnswer else {
       lws_return_http_status(wsi.raw, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
@@ -528,7 +534,7 @@ func httpCallback(
     server.httpBodies[wsi] = answer.body
     return writeHeaders(
       wsi, status: answer.status, type: answer.type, length: answer.body.count,
-      cacheControl: answer.cacheControl) ? 0 : -1
+      cacheControl: answer.cacheControl, retryAfter: answer.retryAfter) ? 0 : -1
 
   case LWS_CALLBACK_HTTP_BODY:
     guard tag(wsi) == SocketTag.api else { break }
@@ -648,7 +654,8 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
 }
 
 private func writeHeaders(
-  _ wsi: Wsi, status: UInt32, type: String, length: Int, cacheControl: String? = nil
+  _ wsi: Wsi, status: UInt32, type: String, length: Int, cacheControl: String? = nil,
+  retryAfter: Int? = nil
 ) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
@@ -660,6 +667,7 @@ private func writeHeaders(
       lws_add_http_common_headers(
         wsi.raw, status, type, lws_filepos_t(length), &cursor, end) == 0,
       addHeader(wsi, "cache-control:", cacheControl, &cursor, end),
+      addHeader(wsi, "retry-after:", retryAfter.map(String.init), &cursor, end),
       lws_finalize_write_http_header(wsi.raw, start, &cursor, end) == 0
     else { return false }
     lws_callback_on_writable(wsi.raw)

@@ -1,4 +1,5 @@
 import CountdownCore
+import QRCode
 
 /// One API transaction in progress on a connection: what its headers said,
 /// then its body as it arrives, then (for a command) its request id.
@@ -11,6 +12,8 @@ struct APICall {
   var extraHeaders: [(String, String)]
   var idempotencyKey: String?
   var request: RequestID?
+  /// `POST /qr.svg`: the body is a QR code's text, not a command.
+  var qrCode = false
 }
 
 /// The server's side of `/api/v1`: transactions by connection, commands
@@ -71,6 +74,18 @@ extension CountdownServer {
       let headers = cors.preflightHeaders(origin: request.origin, methods: methods)
       return .write(
         APIResponse(status: 204, body: [], headers: headers).bytes(extra: apiHeaders(nil)))
+    case .qrCode:
+      let length: Int
+      switch APICommandHeaders.length(request.contentLength, maxBytes: QRCode.maxTextBytes) {
+      case .failure(.tooLarge): length = 0  // refused below, as a GET's long text is
+      case .failure(let refusal): return refuse(refusal)
+      case .success(let value): length = value
+      }
+      guard length > 0 else { return write(qrCodeResponse(QRCodeAnswers.refusal), request) }
+      api.calls[wsi] = APICall(
+        session: "", authority: .none, peer: peer, expected: length,
+        extraHeaders: apiHeaders(request.origin), qrCode: true)
+      return .readBody
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
@@ -160,6 +175,13 @@ extension CountdownServer {
   /// at once when the hub has it at once, else when it comes.
   func apiBodyComplete(_ wsi: Wsi) -> APIStep {
     guard var call = api.calls[wsi], call.request == nil else { return .wait }
+    if call.qrCode {
+      api.calls[wsi] = nil
+      let answer = qrCodes.answer(
+        call.body, shared: false, peer: admission.budget.key(call.peer),
+        now: clock.nowMilliseconds())
+      return .write(qrCodeResponse(answer).bytes(extra: call.extraHeaders, type: answer.type))
+    }
     let request = api.nextRequest
     api.nextRequest += 1
     call.request = request
@@ -174,6 +196,13 @@ extension CountdownServer {
     flush()
     if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }
     return .wait
+  }
+
+  /// A QR code's answer in the API's framing, which says `no-store`.
+  private func qrCodeResponse(_ answer: HTTPAnswer) -> APIResponse {
+    APIResponse(
+      status: answer.status, body: answer.body,
+      headers: answer.retryAfter.map { [("retry-after", String($0))] } ?? [])
   }
 
   /// After every hub call (`flush`): answers the hub has ready go to their

@@ -27,6 +27,8 @@ import Testing
     #expect(
       route(.delete, "/api/v1/sessions/abc")
         == .refuse(.methodNotAllowed(allow: "GET, HEAD, OPTIONS")))
+    #expect(route(.post, "/qr.svg") == .qrCode)
+    #expect(route(.options, "/qr.svg") == .refuse(.methodNotAllowed(allow: "POST")))
   }
 
   /// Unknown paths, bad session ids and trailing parts are 404, never another route.
