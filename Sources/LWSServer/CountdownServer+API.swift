@@ -189,13 +189,19 @@ extension CountdownServer {
     call.body = []
     api.calls[wsi] = call
     api.waiting[request] = wsi
+    if clusterKeyCheck(request, body, call) { return .wait }
+    sendCommand(request, body, call, existsNowhere: false)
+    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }
+    return .wait
+  }
+
+  func sendCommand(_ request: RequestID, _ body: [UInt8], _ call: APICall, existsNowhere: Bool) {
     hub.command(
       body, session: call.session, authority: call.authority,
       peer: admission.budget.key(call.peer), request: request,
-      idempotencyKey: call.idempotencyKey, now: clock.nowMilliseconds())
+      idempotencyKey: call.idempotencyKey, existsNowhere: existsNowhere,
+      now: clock.nowMilliseconds())
     flush()
-    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }
-    return .wait
   }
 
   /// A QR code's answer in the API's framing, which says `no-store`.

@@ -167,6 +167,24 @@ import Testing
     #expect(visitor.last("snapshot")?["role"] as? String == "controller")
   }
 
+  /// Where the sequencer cannot tell (a cluster), a caller that read the
+  /// cluster and found no session has the key refused the same way; a key
+  /// for a session that may be held elsewhere goes on to the sequencer.
+  @Test func keyForASessionTheClusterLacksCreatesNothing() {
+    let sequencer = HeldSequencer()
+    #expect(!sequencer.knowsEverySession)
+    let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+    hub.command(
+      bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key("k"), peer: "a",
+      request: 1, existsNowhere: true, now: t0)
+    #expect(answers(hub).map { $0.1.code } == [.forbidden])
+    #expect(hub.sessionCount == 0 && sequencer.held.isEmpty)
+    hub.command(
+      bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key("k"), peer: "a",
+      request: 2, now: t0)
+    #expect(hub.sessionCount == 1)
+  }
+
   /// A token's command tells the sequencer so (a cluster's function skips its key check then).
   @Test func tokenFlagReachesTheSequencer() {
     let sequencer = HeldSequencer()

@@ -448,7 +448,12 @@ async def test_cluster_reads_create_nothing_and_commands_with_token_and_key(sess
     tokens = token_file(TOKEN)
     servers = [start_server("--redis", redis.url, "--control", "key", "--api-token-file", tokens) for _ in range(2)]
     try:
-        before = set(redis.command("KEYS", "*").splitlines())
+        # The instances' heartbeats add countdown:instances on their own timer: the
+        # keys are taken once it is there, so only what the read might add is compared.
+        deadline = time.monotonic() + 10
+        while "countdown:instances" not in (before := set(redis.command("KEYS", "*").splitlines())):
+            assert time.monotonic() < deadline, f"no heartbeat: {sorted(before)}"
+            time.sleep(0.02)
         assert read(servers[0], session_id).json["state"]["phase"] == "idle"
         assert set(redis.command("KEYS", "*").splitlines()) == before
         viewer = await Client.connect(servers[1].ws_url(session_id))
@@ -466,3 +471,29 @@ async def test_cluster_reads_create_nothing_and_commands_with_token_and_key(sess
         for server in servers:
             server.stop_and_check()
         redis.stop()
+
+
+@pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason="redis-server is not installed")
+@run_async
+async def test_cluster_a_refused_key_creates_no_session(session_id):
+    """Cluster, key mode: a bearer that is no token, POSTed on A to a session that exists
+    nowhere, is refused with 403 and writes nothing for it to Redis, so the first visitor, on
+    B, becomes its controller; that controller's key then commands it through A."""
+    redis = Redis()
+    servers = [start_server("--redis", redis.url, "--control", "key") for _ in range(2)]
+    try:
+        for junk in ("0123456789abcdef", "x" * 16):
+            refused = command(servers[0], session_id, {"op": "start", "seconds": 60}, token=junk)
+            assert refused.status == 403 and refused.json["code"] == "forbidden", refused.json
+        assert [k for k in redis.command("KEYS", "*").splitlines() if session_id in k] == []
+        visitor = await Client.connect(servers[1].ws_url(session_id))
+        assert visitor.snapshot["role"] == "controller" and len(visitor.snapshot["key"]) == 32
+        ok = command(servers[0], session_id, {"op": "start", "seconds": 60}, token=visitor.snapshot["key"])
+        assert ok.status == 200, ok.json
+        await visitor.wait_phase("running")
+        await visitor.close()
+    finally:
+        for server in servers:
+            server.stop_and_check()
+        redis.stop()
+
