@@ -6,9 +6,9 @@ import Foundation
 
 /// One request and its answer through URLSession's delegate API, with what the async
 /// `data(for:)` does not bound: the answer's body is cut off at `maxAnswer` bytes, a redirect
-/// is answered as itself (never followed: a command's retried POST would carry the token to
-/// wherever the server points), and the whole exchange, not only each silence, ends at its
-/// deadline.
+/// is answered as itself (never followed: a command's retried POST would carry its token to
+/// wherever the server points), and the whole exchange, not only each silence,
+/// ends at its deadline.
 final class Exchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
   /// The largest answer read: an ack or a snapshot is a few KB.
   static let maxAnswer = 1 << 20

@@ -11,12 +11,10 @@
   /// thread sleeps in `poll` on the socket and a pipe that `close()` writes to: an idle
   /// stream costs nothing between the server's keepalives. Redirects are not followed.
   final class SocketStream: StreamConnection, @unchecked Sendable {
-    private let queue = ChunkQueue()
+    let queue = ChunkQueue()
     private let lock = NSLock()
     private var closed = false
     private var wake: (read: Int32, write: Int32) = (-1, -1)
-
-    var chunks: AsyncStream<StreamChunk> { queue.chunks }
 
     init(_ request: URLRequest, connectTimeout: Double) {
       var fds: [Int32] = [-1, -1]
@@ -42,16 +40,7 @@
       thread.start()
     }
 
-    func idle(at now: Date) -> Double { queue.idle(at: now) }
-    func taken(_ bytes: Int) { queue.taken(bytes) }
-
-    func fail(_ error: CountdownError) {
-      queue.end(error)
-      close()
-    }
-
-    func close() {
-      queue.end(.unreachable("the stream was closed"))
+    func release() {
       lock.locked {
         guard !closed else { return }
         closed = true

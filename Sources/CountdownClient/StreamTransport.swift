@@ -13,14 +13,28 @@ enum StreamChunk: Sendable {
 
 /// One open event stream, whichever transport carries it.
 protocol StreamConnection: AnyObject, Sendable {
-  var chunks: AsyncStream<StreamChunk> { get }
+  /// What the transport hands over.
+  var queue: ChunkQueue { get }
+  /// Lets go of the connection; the queue has ended.
+  func release()
+}
+
+extension StreamConnection {
+  var chunks: AsyncStream<StreamChunk> { queue.chunks }
+
   /// Seconds since anything arrived (or since the start).
-  func idle(at now: Date) -> Double
+  func idle(at now: Date) -> Double { queue.idle(at: now) }
+
   /// The consumer is done with `bytes` of data: they no longer count as a backlog.
-  func taken(_ bytes: Int)
+  func taken(_ bytes: Int) { queue.taken(bytes) }
+
   /// Ends the stream with `error` and lets go of the connection.
-  func fail(_ error: CountdownError)
-  func close()
+  func fail(_ error: CountdownError) {
+    queue.end(error)
+    release()
+  }
+
+  func close() { fail(.unreachable("the stream was closed")) }
 }
 
 /// The hand-over from a transport's thread to the consumer, with the bytes not yet consumed
@@ -99,11 +113,9 @@ final class ChunkQueue: @unchecked Sendable {
 final class StreamingRequest: NSObject, URLSessionDataDelegate, StreamConnection,
   @unchecked Sendable
 {
-  private let queue = ChunkQueue()
+  let queue = ChunkQueue()
   private let lock = NSLock()
   private var session: URLSession?
-
-  var chunks: AsyncStream<StreamChunk> { queue.chunks }
 
   init(_ request: URLRequest) {
     super.init()
@@ -120,16 +132,7 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, StreamConnection
     session.dataTask(with: req).resume()
   }
 
-  func idle(at now: Date) -> Double { queue.idle(at: now) }
-  func taken(_ bytes: Int) { queue.taken(bytes) }
-
-  func fail(_ error: CountdownError) {
-    queue.end(error)
-    close()
-  }
-
-  func close() {
-    queue.end(.unreachable("the stream was closed"))
+  func release() {
     let s = lock.locked { () -> URLSession? in
       defer { session = nil }
       return session
@@ -158,6 +161,8 @@ final class StreamingRequest: NSObject, URLSessionDataDelegate, StreamConnection
     completionHandler(.allow)
   }
 
+  // Each delegate declares its own: a subclass's methods are not the protocol's witnesses,
+  // so a shared base class would have hidden the others from URLSession.
   func urlSession(
     _ session: URLSession, task: URLSessionTask,
     willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,

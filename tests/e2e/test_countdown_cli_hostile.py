@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from apikit import command as api_command
-from test_countdown_cli import LineReader, cli, cli_binary, page_url
+from test_countdown_cli import LineReader, LoopbackPeer, cli, cli_binary, page_url
 
 ACK = {"type": "ack", "id": None, "seq": 1, "state": {
     "phase": "waiting", "spinner": True, "enabled": False, "label": "Job", "remaining": 0,
@@ -30,7 +29,7 @@ ACK = {"type": "ack", "id": None, "seq": 1, "state": {
 CONTROLS = ("\x1b", "\x07", "\x9b")
 
 
-class Hostile:
+class Hostile(LoopbackPeer):
     """A loopback HTTP peer: each request's head and body go to `answer(conn, request)`,
     which writes whatever it likes. Every request is kept, and can be awaited."""
 
@@ -38,56 +37,26 @@ class Hostile:
         self.answer = answer
         self.requests: list[dict] = []
         self._cond = threading.Condition()
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
+        super().__init__()
         self.url = f"http://127.0.0.1:{self.port}/?session=s1"
-        threading.Thread(target=self._serve, daemon=True).start()
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket):
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            while len(body) < int(headers.get("content-length", "0")):
-                body += conn.recv(65536)
-            method, path = lines[0].split(" ")[:2]
-            request = {"method": method, "path": path, "headers": headers,
-                       "op": json.loads(body).get("op") if body else None}
-            with self._cond:
-                self.requests.append(request)
-                self._cond.notify_all()
-            try:
-                self.answer(conn, request)
-            except OSError:
-                pass  # the client hung up, as it should on much of this
+    def _answer(self, conn: socket.socket, head: bytes, headers: dict[str, str], body: bytes):
+        method, path = head.decode("latin-1").split(" ")[:2]
+        request = {"method": method, "path": path, "headers": headers,
+                   "op": json.loads(body).get("op") if body else None}
+        with self._cond:
+            self.requests.append(request)
+            self._cond.notify_all()
+        try:
+            self.answer(conn, request)
+        except OSError:
+            pass  # the client hung up, as it should on much of this
 
     def wait_for(self, pred, timeout: float = 10.0) -> dict:
         with self._cond:
             assert self._cond.wait_for(lambda: any(pred(r) for r in self.requests), timeout), \
                 self.requests
             return next(r for r in self.requests if pred(r))
-
-    def close(self):
-        self.listener.close()
 
 
 @pytest.fixture
