@@ -68,7 +68,7 @@ func run(
       return error
     }
   }
-  let early: ((any Error)?)? = await firstAnswer(waitTask, within: runWaitBudget)
+  let early: ((any Error)?)? = await firstAnswer(waitTask, within: runWaitBudget, relay: relay)
   var waitMayApply = true
   switch early {
   case .some(nil): break
@@ -79,10 +79,12 @@ func run(
     } else {
       console.err("warning: \(error); running the command anyway")
     }
-  case nil:
+  case nil where relay.firstSignal == nil:
     console.err(
       "warning: the server has not answered the wait within \(Int(runWaitBudget)) s; "
         + "running the command anyway")
+  case nil:
+    break  // interrupted: handled below, the command never starts
   }
   var supervisor = RunSupervisor(
     waitApplied: waitMayApply, foregroundOnTerminal: isForegroundOnTerminal())
@@ -116,16 +118,18 @@ func run(
     }
     return nil
   }
-  // The command has ended: its report gets `runReportBudget` at most, and a signal ends
-  // the wait for it at once (a server that answers 503 with a long Retry-After, or not at
-  // all, must not keep a finished job's `run` alive).
+  // The command has ended: its report gets `runReportBudget` at most (`runInterruptBudget`
+  // when a signal ends `run`), and another signal ends the wait for it at once: a server
+  // that answers 503 with a long Retry-After, or not at all, must not keep a finished or
+  // interrupted job's `run` alive.
   func settle(_ termination: Termination) async -> Termination {
-    switch await firstOf(reports, within: runReportBudget, relay: relay) {
+    let budget: Double
+    if case .raise = termination { budget = runInterruptBudget } else { budget = runReportBudget }
+    switch await firstOf(reports, within: budget, relay: relay) {
     case .reported:
       return termination
     case .timedOut:
-      console.err(
-        "warning: the session was not told the command's end within \(Int(runReportBudget)) s")
+      console.err("warning: the session was not told the command's end within \(Int(budget)) s")
       return termination
     case .signal(let signo):
       return .raise(signo)
@@ -174,6 +178,9 @@ let runWaitBudget: Double = 3
 /// seconds, retries and `Retry-After` included.
 let runReportBudget: Double = 10
 
+/// The same once a signal interrupted `run`: whoever sent it expects `run` gone soon.
+let runInterruptBudget: Double = 2
+
 /// How waiting for `run`'s reports ended.
 enum Settled: Equatable, Sendable {
   case reported
@@ -202,14 +209,20 @@ func firstOf(_ tasks: [Task<Void, Never>], within seconds: Double, relay: Signal
   }
 }
 
-/// The task's result if it comes within `seconds`, else nil (the task goes on). Not a task
-/// group: a group would wait for its child awaiting the task before returning.
-func firstAnswer(_ task: Task<(any Error)?, Never>, within seconds: Double) async
-  -> ((any Error)?)?
-{
+/// The task's result if it comes within `seconds`, else nil (the task goes on); nil at once
+/// when `relay` catches a signal first. Not a task group: a group would wait for its child
+/// awaiting the task before returning.
+func firstAnswer(
+  _ task: Task<(any Error)?, Never>, within seconds: Double, relay: SignalRelay? = nil
+) async -> ((any Error)?)? {
   let once = ResumeOnce()
   return await withCheckedContinuation {
     (continuation: CheckedContinuation<((any Error)?)?, Never>) in
+    relay?.listen { _ in
+      if once.claim() { continuation.resume(returning: nil) }
+    }
+    // A signal caught before the listener was in place.
+    if relay?.firstSignal != nil, once.claim() { continuation.resume(returning: nil) }
     Task {
       let answer = await task.value
       if once.claim() { continuation.resume(returning: .some(answer)) }

@@ -269,6 +269,25 @@ def test_a_signal_ends_runs_report_at_once(hostile, sig):
         proc.wait()
 
 
+def test_a_signal_during_an_unanswered_wait_ends_run(hostile, tmp_path):
+    """A server that takes the wait and never answers: a SIGTERM ends run within its short
+    budget for reporting an interruption, dying of SIGTERM, and the command never starts
+    (run waited out every try of the wait and of its fail before)."""
+    peer = hostile(lambda conn, request: conn.recv(1))
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen([cli_binary(), "run", peer.url, "--", "touch", str(marker)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        peer.wait_for(lambda r: r["op"] == "wait")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == -signal.SIGTERM
+        assert not marker.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # -- peers nobody here wrote ------------------------------------------------------------
 GARBAGE = {
     "not-http": b"\x00\xff\x1b[2Jgarbage\r\n\r\n",
