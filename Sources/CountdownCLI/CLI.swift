@@ -12,12 +12,24 @@ struct Console: Sendable {
   let environment: [String: String]
   let outIsTerminal: Bool
 
+  /// Writes what `LineRenderer` drew (every part from the server already through
+  /// `LineRenderer.printable`) or the usage text.
   func out(_ text: String) {
     FileHandle.standardOutput.write(Data(text.utf8))
   }
 
+  /// Writes `text` on stderr as `errorText` makes it.
   func err(_ text: String) {
-    FileHandle.standardError.write(Data(("countdown: " + text + "\n").utf8))
+    FileHandle.standardError.write(Data(Self.errorText(text).utf8))
+  }
+
+  /// An error or warning as written to stderr: prefixed, each line through
+  /// `LineRenderer.printable`. Error texts carry what a server said (a refusal's message, a
+  /// body's first bytes, a redirect's target), so none is written without it.
+  static func errorText(_ text: String) -> String {
+    "countdown: "
+      + text.split(separator: "\n", omittingEmptySubsequences: false)
+      .map { LineRenderer.printable(String($0)) }.joined(separator: "\n") + "\n"
   }
 }
 
@@ -129,8 +141,7 @@ func report(_ error: any Error, console: Console) -> Int32 {
     console.err("\(usage)\nrun 'countdown --help' for usage")
     return ExitCode.usage.rawValue
   case CountdownError.refused(let r):
-    // The code and message are the server's: shown, never sent to the terminal as controls.
-    console.err(LineRenderer.printable("\(r.code): \(r.message)"))
+    console.err("\(r.code): \(r.message)")
     return ExitCode.failed.rawValue
   case CountdownError.unreachable(let why):
     console.err("the server cannot be reached: \(why)")
@@ -139,7 +150,7 @@ func report(_ error: any Error, console: Console) -> Int32 {
     console.err("\(why)\nrun 'countdown --help' for usage")
     return ExitCode.usage.rawValue
   default:
-    console.err(LineRenderer.printable("\(error)"))
+    console.err("\(error)")
     return ExitCode.failed.rawValue
   }
 }

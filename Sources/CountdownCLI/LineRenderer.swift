@@ -38,10 +38,16 @@ public enum LineRenderer {
     }
   }
 
-  /// `text` with every control character (C0, DEL, C1) shown as U+FFFD: a label comes from
-  /// the server, and an escape sequence in it must not reach the terminal as one.
+  /// `text` with every control character shown as U+FFFD: C0 (ESC, BEL, CR, LF, TAB…),
+  /// DEL, C1 (CSI, OSC…), the line and paragraph separators and the bidirectional
+  /// overrides and isolates. The one sanitiser of everything `countdown` prints that a
+  /// server sent: an escape sequence in a label or an error must not reach the terminal as
+  /// one (a title, a cleared screen, a rewritten line), and what is left of it shows.
   public static func printable(_ text: String) -> String {
-    let isControl = { (v: UInt32) in v < 0x20 || (0x7F...0x9F).contains(v) }
+    let isControl = { (v: UInt32) in
+      v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029
+        || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
+    }
     guard text.unicodeScalars.contains(where: { isControl($0.value) }) else { return text }
     var out = String.UnicodeScalarView()
     for scalar in text.unicodeScalars {

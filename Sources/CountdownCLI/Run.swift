@@ -19,6 +19,7 @@ enum RunEvent: Sendable {
 final class SignalRelay: @unchecked Sendable {
   private let lock = NSLock()
   private var first: Int32? = nil
+  private var listeners: [@Sendable (Int32) -> Void] = []
   private var sources: [any DispatchSourceSignal] = []
   private let queue = DispatchQueue(label: "countdown.signals")
 
@@ -27,8 +28,15 @@ final class SignalRelay: @unchecked Sendable {
       signal(signo, SIG_IGN)
       let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
       source.setEventHandler { [weak self] in
-        self?.lock.withLock { if self?.first == nil { self?.first = signo } }
+        var listeners: [@Sendable (Int32) -> Void] = []
+        if let self {
+          listeners = self.lock.withLock {
+            if self.first == nil { self.first = signo }
+            return self.listeners
+          }
+        }
         deliver(signo)
+        for listener in listeners { listener(signo) }
       }
       source.resume()
       sources.append(source)
@@ -36,6 +44,11 @@ final class SignalRelay: @unchecked Sendable {
   }
 
   var firstSignal: Int32? { lock.withLock { first } }
+
+  /// Calls `listener` with each signal caught from now on, as well as `deliver`.
+  func listen(_ listener: @escaping @Sendable (Int32) -> Void) {
+    lock.withLock { listeners.append(listener) }
+  }
 }
 
 /// `countdown run`: wait, the command, then done or fail; the command's status out.
@@ -55,23 +68,23 @@ func run(
       return error
     }
   }
-  let early: ((any Error)?)? = await firstAnswer(waitTask, within: runWaitBudget)
+  let early: ((any Error)?)? = await firstAnswer(waitTask, within: runWaitBudget, relay: relay)
   var waitMayApply = true
   switch early {
   case .some(nil): break
   case .some(let error?):
     waitMayApply = false
     if case CountdownError.refused(let r) = error {
-      console.err(
-        LineRenderer.printable("warning: wait was refused (\(r.code): \(r.message))")
-          + "; running the command anyway")
+      console.err("warning: wait was refused (\(r.code): \(r.message)); running the command anyway")
     } else {
       console.err("warning: \(error); running the command anyway")
     }
-  case nil:
+  case nil where relay.firstSignal == nil:
     console.err(
       "warning: the server has not answered the wait within \(Int(runWaitBudget)) s; "
         + "running the command anyway")
+  case nil:
+    break  // interrupted: handled below, the command never starts
   }
   var supervisor = RunSupervisor(
     waitApplied: waitMayApply, foregroundOnTerminal: isForegroundOnTerminal())
@@ -100,11 +113,27 @@ func run(
             }
           })
       case .finish(let termination):
-        for task in reports { await task.value }
-        return termination
+        return await settle(termination)
       }
     }
     return nil
+  }
+  // The command has ended: its report gets `runReportBudget` at most (`runInterruptBudget`
+  // when a signal ends `run`), and another signal ends the wait for it at once: a server
+  // that answers 503 with a long Retry-After, or not at all, must not keep a finished or
+  // interrupted job's `run` alive.
+  func settle(_ termination: Termination) async -> Termination {
+    let budget: Double
+    if case .raise = termination { budget = runInterruptBudget } else { budget = runReportBudget }
+    switch await firstOf(reports, within: budget, relay: relay) {
+    case .reported:
+      return termination
+    case .timedOut:
+      console.err("warning: the session was not told the command's end within \(Int(budget)) s")
+      return termination
+    case .signal(let signo):
+      return .raise(signo)
+    }
   }
   func end(_ termination: Termination) -> Int32 {
     switch termination {
@@ -116,7 +145,7 @@ func run(
   if let signo = relay.firstSignal {
     let actions = supervisor.signal(signo, interrupt: SIGINT, quit: SIGQUIT)
     _ = await perform(actions.filter { if case .forward = $0 { false } else { true } }, child: nil)
-    for task in reports { await task.value }
+    _ = await settle(.raise(signo))
     raiseDefault(signo)
   }
   let child: ChildProcess
@@ -145,14 +174,55 @@ func run(
 /// How long `run` holds its command back for the wait's answer, in seconds.
 let runWaitBudget: Double = 3
 
-/// The task's result if it comes within `seconds`, else nil (the task goes on). Not a task
-/// group: a group would wait for its child awaiting the task before returning.
-func firstAnswer(_ task: Task<(any Error)?, Never>, within seconds: Double) async
-  -> ((any Error)?)?
+/// How long `run`, its command ended, waits for the session to take `done` or `fail`, in
+/// seconds, retries and `Retry-After` included.
+let runReportBudget: Double = 10
+
+/// The same once a signal interrupted `run`: whoever sent it expects `run` gone soon.
+let runInterruptBudget: Double = 2
+
+/// How waiting for `run`'s reports ended.
+enum Settled: Equatable, Sendable {
+  case reported
+  case timedOut
+  case signal(Int32)
+}
+
+/// Waits for every one of `tasks`, `seconds` at most, and no longer than the next signal
+/// `relay` catches.
+func firstOf(_ tasks: [Task<Void, Never>], within seconds: Double, relay: SignalRelay) async
+  -> Settled
 {
+  let once = ResumeOnce()
+  return await withCheckedContinuation { (continuation: CheckedContinuation<Settled, Never>) in
+    relay.listen { signo in
+      if once.claim() { continuation.resume(returning: .signal(signo)) }
+    }
+    Task {
+      for task in tasks { await task.value }
+      if once.claim() { continuation.resume(returning: .reported) }
+    }
+    Task {
+      try? await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000))
+      if once.claim() { continuation.resume(returning: .timedOut) }
+    }
+  }
+}
+
+/// The task's result if it comes within `seconds`, else nil (the task goes on); nil at once
+/// when `relay` catches a signal first. Not a task group: a group would wait for its child
+/// awaiting the task before returning.
+func firstAnswer(
+  _ task: Task<(any Error)?, Never>, within seconds: Double, relay: SignalRelay? = nil
+) async -> ((any Error)?)? {
   let once = ResumeOnce()
   return await withCheckedContinuation {
     (continuation: CheckedContinuation<((any Error)?)?, Never>) in
+    relay?.listen { _ in
+      if once.claim() { continuation.resume(returning: nil) }
+    }
+    // A signal caught before the listener was in place.
+    if relay?.firstSignal != nil, once.claim() { continuation.resume(returning: nil) }
     Task {
       let answer = await task.value
       if once.claim() { continuation.resume(returning: .some(answer)) }

@@ -75,8 +75,9 @@ func watch(_ client: CountdownClient, exitOnFinish: Bool, console: Console) asyn
     screen.end()
     raiseDefault(signo)
   }
+  // Only a terminal's line moves between the server's changes; a pipe's waits for them.
   let ticker = Task {
-    while !Task.isCancelled {
+    while !Task.isCancelled && console.outIsTerminal {
       try? await Task.sleep(nanoseconds: UInt64(Spinner.frameMilliseconds) * 1_000_000)
       screen.tick()
     }

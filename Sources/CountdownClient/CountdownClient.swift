@@ -15,8 +15,12 @@ public final class CountdownClient: Sendable {
     /// Tries of a command in all, the first included, while failures are transient
     /// (unreachable, 429, 503, `outcome_unknown`). Each try sends the same Idempotency-Key.
     public var commandAttempts: Int = 4
-    /// The delay between tries; a `Retry-After` from the server is waited out at least.
+    /// The delay between tries; a `Retry-After` from the server is waited out at least, up
+    /// to `maxRetryAfter`.
     public var commandBackoff = Backoff(base: 0.25, cap: 2)
+    /// The longest `Retry-After` honoured, in seconds, by commands and by the event
+    /// stream's reconnects: a server asking for longer is tried again after this.
+    public var maxRetryAfter: Double = 30
     /// The event stream's reconnect delay, as the page's.
     public var reconnectBackoff = Backoff(base: 0.5, cap: 10)
     /// Seconds of silence after which an event stream counts as lost. The server writes at
@@ -32,7 +36,6 @@ public final class CountdownClient: Sendable {
   public let session: String
   let token: String?
   public let configuration: Configuration
-  let urlSession: URLSession
 
   /// The session ids the server takes: `[A-Za-z0-9_-]{1,64}`.
   public static func isValidSession(_ id: String) -> Bool {
@@ -72,10 +75,6 @@ public final class CountdownClient: Sendable {
     self.session = session
     self.token = token
     self.configuration = configuration
-    let config = URLSessionConfiguration.ephemeral
-    config.timeoutIntervalForRequest = configuration.requestTimeout
-    config.requestCachePolicy = .reloadIgnoringLocalCacheData
-    self.urlSession = URLSession(configuration: config)
   }
 
   /// A client for the page's own address, as the Share panel gives it:
@@ -103,8 +102,6 @@ public final class CountdownClient: Sendable {
       base: url, session: named.isEmpty ? "default" : named, token: token ?? key,
       configuration: configuration)
   }
-
-  deinit { urlSession.finishTasksAndInvalidate() }
 
   /// `api/v1/sessions/{id}` plus `suffix`, under `base`.
   func endpoint(_ suffix: String = "") -> URL {
@@ -176,36 +173,33 @@ public final class CountdownClient: Sendable {
     while true {
       let sentAt = Date()
       do {
-        let (data, status, retryAfter) = try await exchange(req)
-        if status == 200 { return (data, sentAt, Date()) }
-        throw Self.refusal(status: status, body: data, retryAfter: retryAfter)
+        let answer = try await exchange(req)
+        if answer.status == 200 { return (answer.body, sentAt, Date()) }
+        throw Self.refusal(
+          status: answer.status, body: answer.body, retryAfter: Self.retryAfter(answer.retryAfter),
+          location: answer.location)
       } catch let error as CountdownError {
         attempt += 1
         guard error.isTransient, attempt < max(1, attempts) else { throw error }
         var delay = configuration.commandBackoff.delay(
           attempt: attempt - 1, random: Double.random(in: 0..<1))
-        if case .refused(let r) = error, let after = r.retryAfter { delay = max(delay, after) }
+        if case .refused(let r) = error, let after = r.retryAfter {
+          delay = max(delay, min(after, configuration.maxRetryAfter))
+        }
         try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
       }
     }
   }
 
-  /// One round trip: the body, the status and a `Retry-After` in seconds.
-  func exchange(_ req: URLRequest) async throws -> (Data, Int, Double?) {
-    let data: Data
-    let response: URLResponse
+  /// One round trip, whatever its status, bounded in time and size (`Exchange`).
+  func exchange(_ req: URLRequest) async throws -> Exchange.Answer {
     do {
-      (data, response) = try await urlSession.data(for: req)
-    } catch is CancellationError {
-      throw CancellationError()
+      return try await Exchange.perform(req, timeout: configuration.requestTimeout)
+    } catch let error as CountdownError {
+      throw error
     } catch {
-      if Task.isCancelled { throw CancellationError() }
-      throw CountdownError.unreachable(Self.describe(error))
+      throw CancellationError()
     }
-    guard let http = response as? HTTPURLResponse else {
-      throw CountdownError.badResponse(status: 0, "not an HTTP answer")
-    }
-    return (data, http.statusCode, Self.retryAfter(http.value(forHTTPHeaderField: "Retry-After")))
   }
 
   /// Whole seconds from a `Retry-After` header, at most an hour; nil for none or a date.
@@ -217,8 +211,11 @@ public final class CountdownClient: Sendable {
   }
 
   /// The error an answer other than 200 stands for: the server's error object when it
-  /// sent one, else what the status says.
-  static func refusal(status: Int, body: Data, retryAfter: Double?) -> CountdownError {
+  /// sent one, else what the status says. A redirect is named with where it points: it is
+  /// never followed.
+  static func refusal(status: Int, body: Data, retryAfter: Double?, location: String? = nil)
+    -> CountdownError
+  {
     struct ErrorObject: Decodable {
       let type: String
       let code: String
@@ -231,6 +228,10 @@ public final class CountdownClient: Sendable {
         ServerRefusal(
           code: ErrorCode(rawValue: e.code), message: String(e.message.prefix(1024)),
           status: status, retryAfter: retryAfter))
+    }
+    if (300..<400).contains(status) {
+      let to = location.map { " to " + String($0.prefix(200)) } ?? ""
+      return .badResponse(status: status, "a redirect\(to), not followed")
     }
     let text = String(decoding: body.prefix(200), as: UTF8.self)
     if [502, 503, 504].contains(status) {

@@ -4,103 +4,6 @@ import Foundation
   import FoundationNetworking
 #endif
 
-/// One streaming GET, its response handed over as it arrives: the delegate API, which every
-/// platform's URLSession has (Linux's has no `bytes(for:)`).
-final class StreamingRequest: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-  enum Chunk: Sendable {
-    case response(status: Int, retryAfter: Double?, isEventStream: Bool)
-    case data(Data)
-    case end(CountdownError)
-  }
-
-  let chunks: AsyncStream<Chunk>
-  private let continuation: AsyncStream<Chunk>.Continuation
-  private let lock = NSLock()
-  private var lastActivity = Date()
-  private var session: URLSession?
-  private var responded = false
-
-  init(_ request: URLRequest) {
-    (chunks, continuation) = AsyncStream.makeStream(of: Chunk.self, bufferingPolicy: .unbounded)
-    super.init()
-    let config = URLSessionConfiguration.ephemeral
-    // The idle limit is the watch's own (`fail(_:)` from its watchdog): a stream is open
-    // for hours, and the request timeout would end it.
-    config.timeoutIntervalForRequest = 7 * 86400
-    config.timeoutIntervalForResource = 7 * 86400
-    config.requestCachePolicy = .reloadIgnoringLocalCacheData
-    let session = URLSession(configuration: config, delegate: self, delegateQueue: nil)
-    self.session = session
-    var req = request
-    req.timeoutInterval = 7 * 86400
-    session.dataTask(with: req).resume()
-  }
-
-  /// Seconds since anything arrived (or since the start).
-  func idle(at now: Date) -> Double { lock.locked { now.timeIntervalSince(lastActivity) } }
-
-  /// Ends the stream with `error` and lets go of the connection.
-  func fail(_ error: CountdownError) {
-    continuation.yield(.end(error))
-    close()
-  }
-
-  func close() {
-    continuation.finish()
-    let s = lock.locked { () -> URLSession? in
-      defer { session = nil }
-      return session
-    }
-    // Breaks the session's strong hold on its delegate.
-    s?.invalidateAndCancel()
-  }
-
-  private func touch() { lock.locked { lastActivity = Date() } }
-
-  // The status is reported once: from the response callback, or, where that one is not
-  // called, from the task when its first bytes (or its end) arrive. Apple's newer SDKs
-  // declare the callback's handler @Sendable, and a method that only nearly matches a
-  // requirement is never called; Linux's URLSession may not have set `task.response` yet
-  // when the first bytes come, so it needs the callback.
-  private func reportResponse(_ response: URLResponse?) {
-    guard let http = response as? HTTPURLResponse else { return }
-    let first = lock.locked { () -> Bool in
-      defer { responded = true }
-      return !responded
-    }
-    guard first else { return }
-    continuation.yield(
-      .response(
-        status: http.statusCode,
-        retryAfter: CountdownClient.retryAfter(http.value(forHTTPHeaderField: "Retry-After")),
-        isEventStream: http.value(forHTTPHeaderField: "Content-Type")?.lowercased()
-          .hasPrefix("text/event-stream") == true))
-  }
-
-  func urlSession(
-    _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
-  ) {
-    touch()
-    reportResponse(response)
-    completionHandler(.allow)
-  }
-
-  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-    touch()
-    reportResponse(dataTask.response)
-    continuation.yield(.data(data))
-  }
-
-  func urlSession(
-    _ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?
-  ) {
-    reportResponse(task.response)
-    let why = error.map { CountdownClient.describe($0) } ?? "the server ended the stream"
-    fail(.unreachable(why))
-  }
-}
-
 extension CountdownClient {
   /// The session's state as it changes, over the event stream (`GET …/events`): one
   /// element per snapshot or patch applied, and one per change of `connection`.
@@ -119,7 +22,9 @@ extension CountdownClient {
   }
 
   func watch(into out: AsyncStream<SessionUpdate>.Continuation) async {
-    var watch = SessionWatch(session: session, backoff: configuration.reconnectBackoff)
+    var watch = SessionWatch(
+      session: session, backoff: configuration.reconnectBackoff,
+      maxRetryAfter: configuration.maxRetryAfter)
     out.yield(watch.update)
     while !Task.isCancelled {
       let error = await follow(&watch, into: out)
@@ -149,7 +54,7 @@ extension CountdownClient {
     req.setValue(nil, forHTTPHeaderField: "Authorization")
     if let id = watch.lastEventID { req.setValue(String(id), forHTTPHeaderField: "Last-Event-ID") }
     let sentAt = Date()
-    let stream = StreamingRequest(req)
+    let stream = openStream(req)
     defer { stream.close() }
     let idleLimit = configuration.streamIdleTimeout
     let watchdog = Task {
@@ -176,12 +81,14 @@ extension CountdownClient {
             return refused
           }
         case .data(let data) where status != 200:
+          stream.taken(data.count)
           // A refusal's body: its error object, if any, a few KB at most.
           if body.count < 4096 { body.append(data.prefix(4096 - body.count)) }
         case .data(let data):
+          stream.taken(data.count)
           let events: [ServerSentEvent]
           do { events = try parser.feed(data) } catch {
-            return .badResponse(status: 200, "an event-stream line over 64 KB")
+            return .badResponse(status: 200, "\(error)")
           }
           for event in events {
             switch watch.received(event, sentAt: sentAt, at: Date()) {
@@ -201,6 +108,19 @@ extension CountdownClient {
     } onCancel: {
       stream.close()
     }
+  }
+}
+
+extension CountdownClient {
+  /// The stream's transport: on Linux a socket of its own for `http` (URLSession's spins
+  /// there while a stream is idle: see `SocketStream`), else URLSession.
+  func openStream(_ req: URLRequest) -> any StreamConnection {
+    #if canImport(Glibc)
+      if req.url?.scheme?.lowercased() == "http" {
+        return SocketStream(req, connectTimeout: configuration.requestTimeout)
+      }
+    #endif
+    return StreamingRequest(req)
   }
 }
 

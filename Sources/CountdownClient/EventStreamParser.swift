@@ -8,12 +8,22 @@ struct ServerSentEvent: Sendable, Hashable {
 
 /// The WHATWG event-stream format, read incrementally from whatever chunks the network
 /// hands over: lines end in CRLF, LF or CR (a CRLF may be split across chunks), `:` starts
-/// a comment, a blank line dispatches. A line longer than `maxLine` bytes is an error, so a
-/// stream without newlines cannot grow memory without bound.
+/// a comment, a blank line dispatches. A line longer than `maxLine` bytes, or an event whose
+/// data adds up to more than `maxEvent` bytes, is an error, so a stream without newlines or
+/// without blank lines cannot grow memory without bound.
 struct EventStreamParser: Sendable {
-  struct LineTooLong: Error {}
+  struct LineTooLong: Error, CustomStringConvertible {
+    var description: String { "an event-stream line over \(EventStreamParser.maxLine / 1024) KB" }
+  }
+
+  struct EventTooLong: Error, CustomStringConvertible {
+    var description: String { "an event over \(EventStreamParser.maxEvent / 1024) KB" }
+  }
 
   static let maxLine = 64 * 1024
+  /// The server's largest event, a snapshot with every label and message at its limit, is a
+  /// few KB.
+  static let maxEvent = 256 * 1024
 
   private var line: [UInt8] = []
   private var afterCR = false
@@ -33,9 +43,9 @@ struct EventStreamParser: Sendable {
       switch byte {
       case 0x0D:
         afterCR = true
-        if let e = endLine() { events.append(e) }
+        if let e = try endLine() { events.append(e) }
       case 0x0A:
-        if let e = endLine() { events.append(e) }
+        if let e = try endLine() { events.append(e) }
       default:
         guard line.count < Self.maxLine else { throw LineTooLong() }
         line.append(byte)
@@ -45,7 +55,7 @@ struct EventStreamParser: Sendable {
   }
 
   /// Handles the line just ended; an event when it was the blank line closing one.
-  private mutating func endLine() -> ServerSentEvent? {
+  private mutating func endLine() throws -> ServerSentEvent? {
     defer { line.removeAll(keepingCapacity: true) }
     if atStart {
       atStart = false
@@ -61,6 +71,7 @@ struct EventStreamParser: Sendable {
     case "event":
       type = String(decoding: value, as: UTF8.self)
     case "data":
+      guard data.count + value.count < Self.maxEvent else { throw EventTooLong() }
       if hasData { data.append(0x0A) }
       data.append(contentsOf: value)
       hasData = true

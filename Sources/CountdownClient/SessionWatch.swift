@@ -21,10 +21,13 @@ struct SessionWatch: Sendable {
   private(set) var update: SessionUpdate
   private var attempt = 0
   let backoff: Backoff
+  /// The longest `Retry-After` waited out before reconnecting.
+  let maxRetryAfter: Double
 
-  init(session: String, backoff: Backoff) {
+  init(session: String, backoff: Backoff, maxRetryAfter: Double = 30) {
     update = SessionUpdate(session: session)
     self.backoff = backoff
+    self.maxRetryAfter = maxRetryAfter
   }
 
   /// The `Last-Event-ID` to resume from: the last seq applied, once a snapshot came.
@@ -73,7 +76,9 @@ struct SessionWatch: Sendable {
       return .stop(update)
     }
     var delay = backoff.delay(attempt: attempt, random: random)
-    if case .refused(let r) = error, let after = r.retryAfter { delay = max(delay, after) }
+    if case .refused(let r) = error, let after = r.retryAfter {
+      delay = max(delay, min(after, maxRetryAfter))
+    }
     attempt = attempt == Int.max ? attempt : attempt + 1
     update.connection = .reconnecting(attempt: attempt, retryIn: delay, reason: error)
     return .retry(after: delay, update)

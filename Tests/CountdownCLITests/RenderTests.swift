@@ -101,6 +101,34 @@ import Testing
     #expect(LineRenderer.printable("倒計時 ✓") == "倒計時 ✓")
   }
 
+  /// The sanitiser at its edges: every C0 (NUL to US), DEL and every C1 (U+0080 to U+009F),
+  /// the line separators and the bidi overrides go; space, `~`, NBSP and the scalars just
+  /// past each range stay.
+  @Test func printableAtTheEdges() {
+    let gone: [UInt32] =
+      [0x00, 0x07, 0x09, 0x0A, 0x0D, 0x1B, 0x1F, 0x7F, 0x80, 0x9B, 0x9F]
+      + [0x2028, 0x2029, 0x202A, 0x202E, 0x2066, 0x2069]
+    for v in gone {
+      let s = "a" + String(Character(Unicode.Scalar(v)!)) + "b"
+      #expect(LineRenderer.printable(s) == "a\u{FFFD}b", "U+\(String(v, radix: 16))")
+    }
+    let kept: [UInt32] = [0x20, 0x7E, 0xA0, 0x2027, 0x202F, 0x2065, 0x206A, 0xFFFD, 0x1F600]
+    for v in kept {
+      let s = "a" + String(Character(Unicode.Scalar(v)!)) + "b"
+      #expect(LineRenderer.printable(s) == s, "U+\(String(v, radix: 16))")
+    }
+    let long = String(repeating: "\u{1B}[2J", count: 1024)
+    #expect(LineRenderer.printable(long) == String(repeating: "\u{FFFD}[2J", count: 1024))
+  }
+
+  /// Every error and warning goes to stderr through the sanitiser, line by line: a
+  /// server's escape sequences in a message show, the lines the CLI itself breaks stay.
+  @Test func errorTextIsPrintable() {
+    let text = Console.errorText("warning: \u{1B}]0;TITLE\u{07}\u{1B}[2J\u{9B}31m x\nrun it")
+    #expect(
+      text == "countdown: warning: \u{FFFD}]0;TITLE\u{FFFD}\u{FFFD}[2J\u{FFFD}31m x\nrun it\n")
+  }
+
   /// Colour only on a terminal and only while NO_COLOR is unset or empty.
   @Test func noColor() {
     #expect(usesColor(isTerminal: true, environment: [:]))

@@ -39,6 +39,24 @@ struct StreamValueTests {
     }
   }
 
+  /// An event's data lines add up to 256 KB at most, however short each line is: a stream
+  /// that never sends a blank line is refused rather than held.
+  @Test func eventLimit() throws {
+    var parser = EventStreamParser()
+    let line = "data: " + String(repeating: "x", count: 60_000) + "\n"
+    var fed = 0
+    #expect(throws: EventStreamParser.EventTooLong.self) {
+      while fed < 2 * EventStreamParser.maxEvent {
+        _ = try parser.feed(Array(line.utf8))
+        fed += line.utf8.count
+      }
+    }
+    #expect(fed < EventStreamParser.maxEvent)
+    var fits = EventStreamParser()
+    let whole = String(repeating: "data: " + String(repeating: "y", count: 1000) + "\n", count: 200)
+    #expect(try fits.feed(Array((whole + "\n").utf8)).first?.data.utf8.count == 200 * 1001 - 1)
+  }
+
   static func event(_ type: String, _ json: String) -> ServerSentEvent {
     ServerSentEvent(type: type, data: json, id: nil)
   }
@@ -129,6 +147,11 @@ struct StreamValueTests {
       ServerRefusal(code: .unavailable, message: "", status: 503, retryAfter: 5))
     guard case .retry(let wait, _) = watch.lost(busy, random: 0) else { return }
     #expect(wait == 5)
+    // An hour's Retry-After is capped: the watch tries again after `maxRetryAfter`.
+    let hour = CountdownError.refused(
+      ServerRefusal(code: .unavailable, message: "", status: 503, retryAfter: 3600))
+    guard case .retry(let capped, _) = watch.lost(hour, random: 0) else { return }
+    #expect(capped == watch.maxRetryAfter && capped == 30)
     _ = watch.received(Self.snapshot(seq: 1), sentAt: Date(), at: Date())
     guard case .retry(let reset, _) = watch.lost(lost, random: 0.999) else { return }
     #expect(reset < 0.5)

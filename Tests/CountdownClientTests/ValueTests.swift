@@ -197,6 +197,10 @@ struct ValueTests {
     #expect(busy == .refused(ServerRefusal(code: .busy, message: "m", status: 409)))
     let proxy = CountdownClient.refusal(status: 502, body: Data("<html>".utf8), retryAfter: 1)
     #expect(proxy.isTransient && proxy.code == .unavailable)
+    let moved = CountdownClient.refusal(
+      status: 307, body: Data(), retryAfter: nil, location: "http://elsewhere/")
+    #expect(moved == .badResponse(status: 307, "a redirect to http://elsewhere/, not followed"))
+    #expect(!moved.isTransient)
     let odd = CountdownClient.refusal(status: 418, body: Data(), retryAfter: nil)
     #expect(!odd.isTransient && odd.code == nil)
     #expect(CountdownClient.retryAfter("1") == 1)

@@ -199,14 +199,30 @@ def test_start_until_a_time_of_day(server, session_id):
     assert r.returncode == 2 and "--until" in r.stderr, r
 
 
-class DroppingProxy:
-    """A loopback proxy in front of the server that passes the first request on but hangs up
-    instead of relaying its answer (a reply lost on the way back), then relays the rest. It
-    keeps each request's Idempotency-Key."""
+def read_request(conn: socket.socket) -> tuple[bytes, dict[str, str], bytes] | None:
+    """One HTTP request off `conn`: its head, its headers (names lowercased) and its body as
+    Content-Length says; None when the peer hangs up first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    while len(body) < int(headers.get("content-length", "0")):
+        body += conn.recv(65536)
+    return head, headers, body
 
-    def __init__(self, server):
-        self.server = server
-        self.keys: list[str | None] = []
+
+class LoopbackPeer:
+    """A listener on a free loopback port that reads one request off each connection, on a
+    thread of its own, and hands it to `_answer`."""
+
+    def __init__(self):
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
@@ -223,34 +239,40 @@ class DroppingProxy:
 
     def _one(self, conn: socket.socket):
         with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            headers = {}
-            for line in head.decode("latin-1").split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            while len(body) < int(headers.get("content-length", "0")):
-                body += conn.recv(65536)
-            self.keys.append(headers.get("idempotency-key"))
-            first = len(self.keys) == 1
-            with socket.create_connection((self.server.host, self.server.port)) as up:
-                up.sendall(head + b"\r\n\r\n" + body)
-                answer = b""
-                while True:
-                    chunk = up.recv(65536)
-                    answer += chunk
-                    if not chunk or (b"\r\n\r\n" in answer and answer.endswith(b"}")):
-                        break
-            if not first:
-                conn.sendall(answer)
+            request = read_request(conn)
+            if request is not None:
+                self._answer(conn, *request)
+
+    def _answer(self, conn: socket.socket, head: bytes, headers: dict[str, str], body: bytes):
+        raise NotImplementedError
 
     def close(self):
         self.listener.close()
+
+
+class DroppingProxy(LoopbackPeer):
+    """A loopback proxy in front of the server that passes the first request on but hangs up
+    instead of relaying its answer (a reply lost on the way back), then relays the rest. It
+    keeps each request's Idempotency-Key."""
+
+    def __init__(self, server):
+        self.server = server
+        self.keys: list[str | None] = []
+        super().__init__()
+
+    def _answer(self, conn: socket.socket, head: bytes, headers: dict[str, str], body: bytes):
+        self.keys.append(headers.get("idempotency-key"))
+        first = len(self.keys) == 1
+        with socket.create_connection((self.server.host, self.server.port)) as up:
+            up.sendall(head + b"\r\n\r\n" + body)
+            answer = b""
+            while True:
+                chunk = up.recv(65536)
+                answer += chunk
+                if not chunk or (b"\r\n\r\n" in answer and answer.endswith(b"}")):
+                    break
+        if not first:
+            conn.sendall(answer)
 
 
 def test_a_lost_reply_is_retried_with_the_same_key(server, session_id):
