@@ -240,6 +240,13 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   }
 }
 
+/// The API's refusal of a header (or URL argument) that cannot be read whole.
+private func apiRefusal(_ error: HeaderError) -> APIRefusal {
+  error.header == "origin"
+    ? .forbidden("the Origin header could not be read")
+    : .badHeader("the \(error.header) header could not be read")
+}
+
 /// LWS_CALLBACK_HTTP for `/api/v1`.
 private func beginAPI(_ wsi: Wsi, method: APIRequest.Method, path: String) -> Int32 {
   let server = server(of: wsi)
@@ -250,11 +257,7 @@ private func beginAPI(_ wsi: Wsi, method: APIRequest.Method, path: String) -> In
     peer = try clientPeer(wsi).0
   } catch {
     server.unreadable(error, peer: peerAddress(wsi))
-    let refusal =
-      error.header == "origin"
-      ? APIRefusal.forbidden("the Origin header could not be read")
-      : .badHeader("the \(error.header) header could not be read")
-    return perform(wsi, .write(APIResponse(refusal).bytes(extra: [])))
+    return perform(wsi, .write(APIResponse(apiRefusal(error)).bytes(extra: [])))
   }
   setTag(wsi, SocketTag.api)
   return perform(wsi, server.apiBegin(wsi, request, peer: peer))
@@ -414,6 +417,14 @@ private func respond(
   return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
 }
 
+/// A refusal, whole: the API's JSON under `/api/v1`, plain text elsewhere.
+private func refusalBytes(_ server: CountdownServer, _ refusal: APIRefusal, api: Bool) -> [UInt8] {
+  api
+    ? APIResponse(refusal).bytes(extra: server.apiHeaders(nil))
+    : plainResponse(
+      status: refusal.status, headers: refusal.headers.map { "\($0.0): \($0.1)\r\n" }.joined())
+}
+
 /// A short plain-text status (or `answer`), whole, the connection's last.
 private func plainResponse(status: UInt32, headers: String = "", answer: HTTPAnswer? = nil)
   -> [UInt8]
@@ -458,16 +469,19 @@ func httpCallback(
       && lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
     // Non-zero makes lws close the connection once the answer is written.
     func refuse(_ refusal: APIRefusal) -> Int32 {
-      api
-        ? perform(wsi, .write(APIResponse(refusal).bytes(extra: server.apiHeaders(nil))))
-        : respond(
-          wsi, status: refusal.status,
-          headers: refusal.headers.map { "\($0.0): \($0.1)\r\n" }.joined())
+      server.send(refusalBytes(server, refusal, api: api), to: wsi, as: LWS_WRITE_HTTP_FINAL)
+        ? 1 : -1
     }
     // A decoded NUL ("%00") would make lws cut the path short and serve
     // something else than was asked for.
     if let input, strnlen(input.assumingMemoryBound(to: CChar.self), length) != length {
       return refuse(.badQuery("the path has a NUL byte"))
+    }
+    // lws ends the request line at a decoded CR or LF ("%0D"), so the path
+    // it hands over is cut short and the version never parsed: that request
+    // asked for something else than the path says.
+    if lws_hdr_total_length(wsi.raw, WSI_TOKEN_HTTP) == 0 {
+      return refuse(.badQuery("the request line has no HTTP version, or a CR or LF in its target"))
     }
     // RFC 9112 6.3: a length beside a transfer coding is how a request is
     // smuggled past a proxy that frames it the other way; lws would frame
@@ -570,11 +584,19 @@ func httpCallback(
     guard tag(wsi) == 0, let input else { return 0 }
     let server = server(of: wsi)
     let request = UnparsedRequest(UnsafeRawBufferPointer(start: input, count: length))
-    server.httpBodies[wsi] =
-      request.api
-      ? APIResponse(status: request.status, body: WireCodec.error(request.error)).bytes(
-        extra: server.apiHeaders(nil))
-      : plainResponse(status: request.status)
+    let api =
+      request.path.map(isAPIPath) == true
+      && lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    var refusal = APIRefusal.methodNotAllowed(allow: "GET, HEAD")
+    if request.path == nil {
+      refusal = .badHeader("the request line is not HTTP/1.1")
+    } else if api, let path = request.path,
+      // No API route takes DELETE: the route names the resource's methods.
+      case .refuse(let routed) = APIRoute.of(APIRequest(method: .delete, path: path))
+    {
+      refusal = routed
+    }
+    server.httpBodies[wsi] = refusalBytes(server, refusal, api: api)
     setTag(wsi, SocketTag.httpBody)
     lws_callback_on_writable(wsi.raw)
     return 0
@@ -616,7 +638,7 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
     request = try readRequest(of: wsi, transport: .eventStream)
   } catch {
     server.unreadable(error, peer: peerAddress(wsi))
-    return respond(wsi, status: error.cause.status)
+    return perform(wsi, .write(APIResponse(apiRefusal(error)).bytes(extra: server.apiHeaders(nil))))
   }
   switch server.openEventStream(wsi, request) {
   case .refused(let status, let headers, let answer):

@@ -177,32 +177,29 @@ import Testing
   }
 }
 
-/// What the server answers to bytes lws's HTTP parser gave up on.
+/// What the server makes of bytes lws's HTTP parser gave up on.
 @Suite struct UnparsedRequestTests {
-  /// A method token with a target is 501, JSON only under the API prefix.
-  @Test func aMethodLwsDoesNotKnowIsNotImplemented() {
-    for (line, api) in [
-      ("TRACE /api/v1/sessions/a HTTP/1.1\r\n", true), ("QUERY /api/v1 HTTP/1.1\r\n", true),
-      ("FOO /api/v1?x=1 HTTP/1.1\r\n", true), ("TRACE / HTTP/1.1\r\n", false),
-      ("CONNECT example.com:443 HTTP/1.1\r\n", false), ("TRACE /api/v1x HTTP/1.1\r\n", false),
-      ("TRACE /api/v1/a", true),
+  /// A method token and a target give the target's path, decoded, without its query.
+  @Test func aMethodLwsDoesNotKnowHasItsPathRead() {
+    for (line, path) in [
+      ("TRACE /api/v1/sessions/a HTTP/1.1\r\n", "/api/v1/sessions/a"),
+      ("QUERY /api/v1/sessions?limit=0 HTTP/1.1\r\n", "/api/v1/sessions"),
+      ("FOO /api/v1/sessions/%61b%zz%4 HTTP/1.1\r\n", "/api/v1/sessions/ab%zz%4"),
+      ("CONNECT example.com:443 HTTP/1.1\r\n", "example.com:443"),
+      ("TRACE /a#frag", "/a"), ("M /%00", "/\u{0}"),
     ] {
-      let request = UnparsedRequest(Array(line.utf8))
-      #expect(request.status == 501, "\(line)")
-      #expect(request.api == api, "\(line)")
+      #expect(UnparsedRequest(Array(line.utf8)).path == path, "\(line)")
     }
   }
 
-  /// Bytes that are no request line are 400 and never JSON, at the edges.
-  @Test func aLineThatIsNoRequestIsBad() {
+  /// Bytes that are no request line have no path, at the edges.
+  @Test func aLineThatIsNoRequestHasNoPath() {
     for bytes in [
       Array("GARBAGE\r\n\r\n".utf8), [0, 1, 2], [], Array(" / HTTP/1.1\r\n".utf8),
       [0xff, 0xfe, 0x20, 0x2f], Array(repeating: UInt8(ascii: "M"), count: 33) + [0x20, 0x2f],
       Array("GET\0 /api/v1 HTTP/1.1".utf8), Array(repeating: UInt8(ascii: "a"), count: 4096),
     ] {
-      let request = UnparsedRequest(bytes)
-      #expect(request.status == 400, "\(bytes.prefix(8))")
-      #expect(!request.api)
+      #expect(UnparsedRequest(bytes).path == nil, "\(bytes.prefix(8))")
     }
   }
 
@@ -211,5 +208,8 @@ import Testing
     #expect(APIRoute.allow("GET") == "GET, HEAD, OPTIONS")
     #expect(APIRoute.allow("GET", head: false) == "GET, OPTIONS")
     #expect(APIRoute.allow("POST") == "POST, OPTIONS")
+    #expect(
+      APIRoute.of(APIRequest(method: .delete, path: "/api/v1/sessions/a/commands"))
+        == .refuse(.methodNotAllowed(allow: "POST, OPTIONS")))
   }
 }

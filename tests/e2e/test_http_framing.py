@@ -176,20 +176,50 @@ def test_the_metrics_port_frames_the_same_way(srv, path):
 
 
 @pytest.mark.parametrize("method", ["TRACE", "QUERY", "FOO", "CONNECT", "M" * 40])
-@pytest.mark.parametrize("path", ["/api/v1/sessions/a", "/api/v1/sessions/a/commands", "/"])
-def test_unknown_methods_get_501_from_the_server(srv, method, path):
-    """A method lws does not know gets the server's 501 (JSON under the API), never lws's 403 page."""
+@pytest.mark.parametrize("path,allow", [("/api/v1/sessions/a", "GET, HEAD, OPTIONS"),
+                                        ("/api/v1/sessions/a/commands", "POST, OPTIONS"),
+                                        ("/api/v1/sessions?limit=0", "GET, HEAD, OPTIONS"),
+                                        ("/", "GET, HEAD")])
+def test_unknown_methods_get_405_from_the_server(srv, method, path, allow):
+    """A method lws does not know gets the server's 405 with the resource's Allow (JSON under
+    the API), never lws's 403 page; past 32 characters it is no method, and gets 400."""
     raw, closed = exchange(srv.port, get(path, method))
     status, headers, body = one_answer(raw, closed)
     if len(method) > 32:
         assert status == 400
         return
-    assert status == 501
+    assert status == 405 and headers["allow"] == [allow]
     if path.startswith("/api/"):
         assert headers["content-type"] == ["application/json"]
         assert json.loads(body)["type"] == "error"
     else:
         assert headers["content-type"] == ["text/plain"]
+
+
+def test_an_unknown_method_on_a_path_the_api_lacks_is_404(srv):
+    """The API names no resource there, so no Allow either."""
+    raw, closed = exchange(srv.port, get("/api/v1/nothing", "TRACE"))
+    status, headers, body = one_answer(raw, closed)
+    assert status == 404 and json.loads(body)["type"] == "error"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/sessions/M%0DN", "/api/v1/sessions/M%0AN", "/index.html%0Dx",
+                                  "/healthz%0D%0AX-Injected:%201"])
+def test_a_cr_or_lf_in_the_target_is_400(srv, path):
+    """lws ends the request line at a decoded CR or LF: the request is refused, not read as a shorter path."""
+    raw, closed = exchange(srv.port, get(path))
+    status, _, _ = one_answer(raw, closed)
+    assert status == 400
+
+
+@pytest.mark.parametrize("query", ["since=x", "since=-1", "since=1e400", "since=18446744073709551616",
+                                   "since=1&since=2"])
+def test_an_unreadable_since_on_an_event_stream_is_the_apis_json(srv, query):
+    """An event stream refused for its URL arguments answers the API's JSON 400."""
+    raw, closed = exchange(srv.port, get(f"/api/v1/sessions/framing/events?{query}"))
+    status, headers, body = one_answer(raw, closed)
+    assert status == 400 and headers["content-type"] == ["application/json"]
+    assert json.loads(body)["type"] == "error"
 
 
 @pytest.mark.parametrize("line", [b"GARBAGE\r\n\r\n", b"\x00\x01\x02\r\n\r\n", b" / HTTP/1.1\r\n\r\n",
