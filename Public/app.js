@@ -827,7 +827,7 @@ function renderControl(v) {
   setInert(el.rotateNo, page.rotate?.id != null);
   // QR codes are fetched only once someone opens what shows them.
   showQr(el.viewerQr, el.share.open ? links.viewer : null);
-  showQr(el.controllerQr, el.share.open && el.shareController.open ? links.controller : null);
+  showQr(el.controllerQr, el.share.open && el.shareController.open ? links.controller : null, true);
 
   // Open mode, nothing running: the session's name becomes a field.
   const picking = page.role === "open" && !v.run;

@@ -14,15 +14,57 @@ export function showLinks(pairs) {
   }
 }
 
-/** The QR code of `link` in `img`, drawn by the server; none for no link. */
-export function showQr(img, link) {
+/**
+ * The QR code of `link` in `img`, drawn by the server; none for no link. A
+ * `secret` link (the controller link, with its key) never goes in a URL, where
+ * proxy logs and shared caches would keep it: its code is asked for by POST,
+ * with the link as the body, and shown from a data: URL.
+ */
+export function showQr(img, link, secret = false) {
   // A link longer than the server draws (a very long host name) gets no code, not a broken image.
   const drawable = Boolean(link) && new TextEncoder().encode(link).length <= CONTRACT.qrTextMaxBytes;
+  if (!drawable || !secret) secretQr.delete(img);
   img.hidden = !drawable;
   if (!drawable) return;
-  const src = `qr.svg?text=${encodeURIComponent(link)}`;
-  if (img.getAttribute("src") !== src) img.setAttribute("src", src);
+  if (!secret) {
+    const src = `qr.svg?text=${encodeURIComponent(link)}`;
+    if (img.getAttribute("src") !== src) img.setAttribute("src", src);
+    return;
+  }
+  if (secretQr.get(img)?.asked === link) return;
+  const state = { asked: link };
+  secretQr.set(img, state);
+  // No code until this link's arrives: never the one of a key rotated away. The
+  // image keeps its size (CSS), so the panel does not grow under the reader.
+  img.removeAttribute("src");
+  fetch("qr.svg", {
+    method: "POST",
+    body: link,
+    cache: "no-store",
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  })
+    .then((answer) => {
+      if (!answer.ok) throw new Error(answer.headers.get("retry-after") ?? "1");
+      return answer.text();
+    })
+    .then((svg) => {
+      if (secretQr.get(img) !== state) return; // the link changed (a new key), or the panel closed
+      img.setAttribute("src", `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`);
+    })
+    .catch((error) => {
+      // Refused (429: too many codes drawn from this address) or lost: asked again
+      // when the server says, if the panel still shows this link.
+      const seconds = Math.min(60, Math.max(1, Number(error.message) || 1));
+      setTimeout(() => {
+        if (secretQr.get(img) !== state) return;
+        secretQr.delete(img);
+        showQr(img, link, true);
+      }, seconds * 1000);
+    });
 }
+
+// Per image, the secret link whose code was last asked for.
+const secretQr = new WeakMap();
 
 /**
  * Wires the panel's Copy buttons (each button[data-copy] names its field) and

@@ -1,8 +1,11 @@
 /*
  * apiclient.c: a paced stream of HTTP commands, for bench/run's `api` scenario.
- * N keep-alive HTTP/1.1 connections (--connections, default 1,000), connection
- * k owning session "<prefix>-<offset+k>", on plain non-blocking sockets and
- * libev, bound in turn to 127.0.0.2 ... 127.0.0.9 (--src-first, --src-last).
+ * N HTTP/1.1 connections (--connections, default 1,000), connection k owning
+ * session "<prefix>-<offset+k>", on plain non-blocking sockets and libev,
+ * bound in turn to 127.0.0.2 ... 127.0.0.9 (--src-first, --src-last). An
+ * answer that says `connection: close` (the server's every answer) has its
+ * connection opened again at once, and the commands queued behind it go out
+ * on the new one ("reopens"); a close without that header is a loss.
  *
  * Phases, as loadclient.c's: connect every connection, print `@ready {...}` on
  * stderr; on SIGUSR1 ("go") send --rate commands a second in all for --seconds
@@ -52,6 +55,7 @@ static struct sockaddr_in server_addr;
 static int ready_reported, reported, pending, connected, conn_errors, next_to_connect;
 static long long t_begin_us, t_go_us, t_last_answer_us;
 static long long total_requests, scheduled, sent, answered, lost, acks_ok, queued_total, reconnects;
+static long long reopens;
 static long long protocol_errors, status_counts[600];
 static char error_samples[512];
 static int error_samples_len;
@@ -120,6 +124,16 @@ static void send_command(struct conn *c, long long due)
 		lost++;
 		c->state = A_READY;
 	}
+}
+
+/* The first command waiting behind a connection's last answer or its reopening. */
+static void send_queued(struct conn *c)
+{
+	if (!c->queued)
+		return;
+	long long due = c->queue[0];
+	memmove(c->queue, c->queue + 1, (size_t)--c->queued * sizeof(c->queue[0]));
+	send_command(c, due);
 }
 
 /* The connection closed (or failed) with `in_flight` commands unanswered. */
@@ -195,14 +209,21 @@ static void answer(struct conn *c, int status, const char *body, size_t body_len
 	c->len = 0;
 	c->state = A_READY;
 	if (closing) {
-		conn_lost(c);
+		/* Announced: open the connection again; what is queued waits for it. */
+		ev_io_stop(loop, &c->io);
+		close(c->io.fd);
+		connected--;
+		reopens++;
+		c->attempts = 0;
+		connect_one(c);
+		if (c->state == A_CLOSED) {
+			lost += c->queued;
+			c->queued = 0;
+		}
+		check_finished();
 		return;
 	}
-	if (c->queued) {
-		long long due = c->queue[0];
-		memmove(c->queue, c->queue + 1, (size_t)--c->queued * sizeof(c->queue[0]));
-		send_command(c, due);
-	}
+	send_queued(c);
 	check_finished();
 }
 
@@ -265,6 +286,7 @@ static void conn_io(struct ev_loop *l, ev_io *w, int revents)
 		ev_io_set(w, w->fd, EV_READ);
 		ev_io_start(l, w);
 		check_ready();
+		send_queued(c);
 		return;
 	}
 	for (;;) {
@@ -323,7 +345,8 @@ static void pace(struct ev_loop *l, ev_timer *w, int revents)
 		scheduled++;
 		if (c->state == A_READY)
 			send_command(c, due);
-		else if (c->state == A_BUSY && c->queued < QUEUE_MAX) {
+		else if ((c->state == A_BUSY || c->state == A_CONNECTING) &&
+			 c->queued < QUEUE_MAX) {
 			c->queue[c->queued++] = due;
 			queued_total++;
 		} else
@@ -354,13 +377,13 @@ static void report(void)
 	reported = 1;
 	double window = (t_last_answer_us > t_go_us ? t_last_answer_us - t_go_us : 1) / 1e6;
 	printf("{\"connections\":%d,\"offset\":%d,\"connected\":%d,\"connect_errors\":%d,"
-	       "\"reconnects\":%lld,\"rate_requested\":%d,\"seconds\":%d,\"requests\":%lld,"
+	       "\"reconnects\":%lld,\"reopens\":%lld,\"rate_requested\":%d,\"seconds\":%d,\"requests\":%lld,"
 	       "\"sent\":%lld,\"answered\":%lld,\"lost\":%lld,\"acks\":%lld,\"queued\":%lld,"
 	       "\"protocol_errors\":%lld,\"rate_achieved\":%.1f,\"window_s\":%.3f,"
 	       "\"latency_p50_us\":%lld,\"latency_p99_us\":%lld,\"latency_max_us\":%lld,"
 	       "\"sched_p50_us\":%lld,\"sched_p99_us\":%lld,\"sched_max_us\":%lld,"
 	       "\"cpu_window_s\":%.3f,\"error_samples\":[%s],\"status\":{",
-	       n_conns, offset, connected, conn_errors, reconnects, rate, run_seconds, total_requests,
+	       n_conns, offset, connected, conn_errors, reconnects, reopens, rate, run_seconds, total_requests,
 	       sent, answered, lost, acks_ok, queued_total, protocol_errors, answered / window, window,
 	       hist_percentile(lat_hist, 0.50), hist_percentile(lat_hist, 0.99), lat_max_us,
 	       hist_percentile(sched_hist, 0.50), hist_percentile(sched_hist, 0.99), sched_max_us,

@@ -48,6 +48,11 @@ struct AddressTable {
     releaseIfUnused(index)
   }
 
+  /// The address an index holds ("" for none).
+  func name(of index: Index) -> String {
+    index >= 0 && Int(index) < names.count ? names[Int(index)] : ""
+  }
+
   func sessions(of index: Index) -> Int { Int(sessionCounts[Int(index)]) }
 
   mutating func addSession(_ index: Index) { sessionCounts[Int(index)] += 1 }

@@ -25,8 +25,12 @@ public struct SequenceRequest: Sendable {
   /// An HTTP command's `Idempotency-Key` (`IdempotencyKey.isValid`): a
   /// sequencer that finds the key's first answer for this session answers
   /// `.replayed` with it and applies nothing; otherwise it remembers the
-  /// answer with the command, in the same atomic step.
+  /// answer with the command, in the same atomic step. A new key past
+  /// `IdempotencyLimits` is refused `rate_limited` and nothing is applied.
   public let idempotencyKey: String?
+  /// The client address budget the command came from (an IPv6 client's
+  /// prefix), which a new idempotency key counts against ("" for none).
+  public var address: String
   /// The settings a webhook body is built with, when the hub records events
   /// (`HubConfig.recordsEvents`); nil when it does not.
   public var eventConfig: SessionConfig.Shared?
@@ -34,7 +38,8 @@ public struct SequenceRequest: Sendable {
   public init(
     ticket: Ticket, session: String, command: SessionCommand, current: SessionRecord,
     keyHash: KeyHash?, presentedKeyHash: KeyHash?, now: Int64, authorisedByToken: Bool = false,
-    idempotencyKey: String? = nil, eventConfig: SessionConfig.Shared? = nil
+    idempotencyKey: String? = nil, address: String = "",
+    eventConfig: SessionConfig.Shared? = nil
   ) {
     self.ticket = ticket
     self.session = session
@@ -45,6 +50,7 @@ public struct SequenceRequest: Sendable {
     self.now = now
     self.authorisedByToken = authorisedByToken
     self.idempotencyKey = idempotencyKey
+    self.address = address
     self.eventConfig = eventConfig
   }
 }
@@ -73,6 +79,11 @@ public protocol CommandSequencer: AnyObject {
   func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad
   /// The hub forgot a session: its durable facts may go too.
   func forgot(session: String)
+  /// True when every session there is lives in the hub (one server, its
+  /// store loaded at start): one it does not hold has no key yet, so no key
+  /// presented for it can be right. False where sessions also live
+  /// elsewhere (a cluster), and the hub must fetch one to know.
+  var knowsEverySession: Bool { get }
   /// A command this sequencer answered `.pending` for was completed through
   /// `Hub.complete` (by a store, say), before the hub acts on it.
   func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64)
@@ -87,6 +98,7 @@ public protocol CommandSequencer: AnyObject {
 }
 
 extension CommandSequencer {
+  public var knowsEverySession: Bool { false }
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {}
   public func finishedByItself(
     session: String, record: SessionRecord, at deadline: Int64, config: SessionConfig.Shared

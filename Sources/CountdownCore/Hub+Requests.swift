@@ -45,9 +45,11 @@ extension Hub {
   /// A session nobody has open is created as a first join would create it.
   /// `idempotencyKey` is the request's validated `Idempotency-Key`, carried
   /// with the command (what the sequencers do with it is Idempotency's part).
+  /// `existsNowhere`: the caller read the cluster and found no such session,
+  /// which a sequencer that does not know every session cannot tell.
   public func command(
     _ body: [UInt8], session id: String, authority: RequestAuthority, peer: String,
-    request: RequestID, idempotencyKey: String? = nil, now: Int64
+    request: RequestID, idempotencyKey: String? = nil, existsNowhere: Bool = false, now: Int64
   ) {
     func refuse(_ code: ErrorCode, _ message: String? = nil, id: CommandID? = nil, op: String?) {
       if let op { stats.countCommand(op, result: code.rawValue) }
@@ -88,6 +90,14 @@ extension Hub {
     // Without a token or a key there is nothing to authorise in key mode:
     // refused before a session is made for it.
     if config.control == .key, authority == .none {
+      return refuse(.forbidden, id: message.id, op: command.op.rawValue)
+    }
+    // Nor is there for a key presented for a session that does not exist:
+    // made for the request, it would get a key nobody holds, and its first
+    // visitor would join it as a mere viewer.
+    if config.control == .key, case .key = authority, sessionIndex[id] == nil,
+      sequencer.knowsEverySession || existsNowhere
+    {
       return refuse(.forbidden, id: message.id, op: command.op.rawValue)
     }
     let address = addresses.hold(peer)

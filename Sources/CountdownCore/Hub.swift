@@ -275,7 +275,8 @@ public final class Hub {
   /// The caller has checked `SessionID.isValid`. `key` is the controller key
   /// the client presented, if any; `since` the last seq it saw (on this
   /// instance or another): its snapshot's seq is not lower. `peer` is the
-  /// client's address, which the sessions it starts count against.
+  /// client's address budget (an IPv6 client's prefix, as the network layer
+  /// names it), which the sessions it starts count against.
   /// `viewerOnly` (an event stream, which cannot send commands) is never
   /// shown a controller key.
   public func connect(
@@ -669,6 +670,7 @@ public final class Hub {
       ticket: ticket, session: session.id, command: pending.command,
       current: session.machine.record, keyHash: sessionKey, presentedKeyHash: presented,
       now: now, authorisedByToken: pending.byToken, idempotencyKey: pending.idempotencyKey,
+      address: addresses.name(of: pending.address),
       eventConfig: config.recordsEvents ? sessionConfig : nil)
     switch sequencer.sequence(request) {
     case .done(let outcome):
@@ -715,8 +717,11 @@ public final class Hub {
     case .rejected(let rejection):
       code = rejection
       stats.countCommand(op, result: rejection.rawValue)
-      answer = WireCodec.error(
-        CommandError(rejection, message ?? Self.explain(rejection), id: pending.id))
+      // A sequencer's only rate_limited is a new key past the idempotency limits.
+      let explained =
+        rejection == .rateLimited && pending.idempotencyKey != nil
+        ? IdempotencyLimits.refusal : Self.explain(rejection)
+      answer = WireCodec.error(CommandError(rejection, message ?? explained, id: pending.id))
     case .unavailable(let message):
       code = .unavailable
       stats.countCommand(op, result: ErrorCode.unavailable.rawValue)

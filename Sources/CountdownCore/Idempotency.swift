@@ -77,15 +77,20 @@ public struct IdempotencyEntry: Equatable, Sendable {
   public var answer: IdempotentAnswer
   /// When the command was sequenced (epoch ms): the entry goes `keepMs` later.
   public var at: Int64
+  /// The client address budget (`AddressBudget`'s name) the key counts
+  /// against; "" when unknown (a row from before addresses were kept).
+  public var address: String
 
   public init(
-    session: String, key: String, fingerprint: String, answer: IdempotentAnswer, at: Int64
+    session: String, key: String, fingerprint: String, answer: IdempotentAnswer, at: Int64,
+    address: String = ""
   ) {
     self.session = session
     self.key = key
     self.fingerprint = fingerprint
     self.answer = answer
     self.at = at
+    self.address = address
   }
 
   /// Why an entry from outside (a row) cannot be taken, or nil.
@@ -96,11 +101,22 @@ public struct IdempotencyEntry: Equatable, Sendable {
     }
     guard SessionCommand.isFingerprint(fingerprint) else { return "the fingerprint is not one" }
     guard SessionRecord.epochMsRange.contains(at) else { return "at \(at) out of range" }
+    guard IdempotencyEntry.isAddress(address) else {
+      return "the address is not 0 to 64 visible ASCII characters"
+    }
     switch answer {
     case .applied(let record): return record.damage
     case .rejected(let code):
       return IdempotentAnswer.remembers(code) ? nil : "\(code.rawValue) is never remembered"
     }
+  }
+}
+
+extension IdempotencyEntry {
+  /// An address budget's name as a row may hold it: an IPv6 range is at
+  /// most 43 characters, and what lws names a peer it cannot read is short.
+  public static func isAddress(_ text: String) -> Bool {
+    text.utf8.count <= 64 && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
   }
 }
 
@@ -145,29 +161,61 @@ extension SessionCommand {
   }
 }
 
-/// Remembered answers in memory, bounded: at most `perSession` keys per
-/// session and `total` in all, the oldest evicted first. A store loads it at
-/// start, so a lookup at dispatch never waits for a disk or the network.
-/// An evicted key is forgotten early: its retry would apply again, so the
-/// bounds are far above what a client retrying after a timeout needs.
-public struct IdempotencyCache: Sendable {
+/// How many remembered answers a client may hold at once: within a
+/// session, from one client address (an IPv6 client's prefix), and in all.
+/// A new key past any of them is refused (`rate_limited`, nothing applied),
+/// never made room for: a record dropped early is one whose retry would
+/// apply a second time, and the record that went could be another
+/// session's or another client's. A retry of a key already held is always
+/// answered, whatever the counts.
+public struct IdempotencyLimits: Equatable, Sendable {
   public static let defaultPerSession = 1000
+  public static let defaultPerAddress = 1000
   public static let defaultTotal = 100_000
 
-  public let perSession: Int
-  public let total: Int
+  public var perSession: Int
+  public var perAddress: Int
+  public var total: Int
+
+  public init(
+    perSession: Int = defaultPerSession, perAddress: Int = defaultPerAddress,
+    total: Int = defaultTotal
+  ) {
+    self.perSession = max(1, perSession)
+    self.perAddress = max(1, perAddress)
+    self.total = max(1, total)
+  }
+
+  /// Whether a new key may be remembered, given how many keys its
+  /// session, its address and everyone hold now.
+  public func admit(session: Int, address: Int, total: Int) -> Bool {
+    session < perSession && address < perAddress && total < self.total
+  }
+
+  /// What a client is told with the `rate_limited` that refuses a new key.
+  public static let refusal =
+    "too many Idempotency-Key answers are held from the last 24 h (on this session, from this"
+    + " client address or in all); a new key is taken once the oldest expire, and a retry of a"
+    + " key already used is still answered"
+}
+
+/// Remembered answers in memory, within `IdempotencyLimits`: a store loads
+/// every live one at start, so a lookup at dispatch never waits for a disk
+/// or the network, and the counts the limits check are the store's. Nothing
+/// is dropped before its day is over.
+public struct IdempotencyCache: Sendable {
+  public let limits: IdempotencyLimits
   private var entries: [String: [String: IdempotencyEntry]] = [:]
-  /// Arrival order, for eviction; holds stale slots for replaced entries,
-  /// skipped when reached, and compacted when half of it is stale.
+  /// Keys held per client address ("" — unknown — counts against none).
+  private var byAddress: [String: Int] = [:]
+  /// Arrival order, for expiry; holds stale slots for replaced or removed
+  /// entries, skipped when reached, and compacted when half of it is stale.
   private var order: [(session: String, key: String, at: Int64)] = []
   private var head = 0
   public private(set) var count = 0
-  /// Entries dropped to keep within the bounds (not by age).
-  public private(set) var evicted = 0
 
-  public init(perSession: Int = defaultPerSession, total: Int = defaultTotal) {
-    self.perSession = max(1, perSession)
-    self.total = max(1, total)
+  public init(limits: IdempotencyLimits = IdempotencyLimits()) {
+    self.limits = limits
   }
 
   public func lookup(session: String, key: String, now: Int64) -> IdempotencyEntry? {
@@ -177,58 +225,54 @@ public struct IdempotencyCache: Sendable {
     return entry
   }
 
-  /// Adds (or replaces) an entry, dropping expired ones and the oldest past the bounds.
+  /// Whether a new key on `session` from `address` may be remembered now.
+  /// Expired entries are dropped first, so they never count.
+  public mutating func admits(session: String, address: String, now: Int64) -> Bool {
+    prune(now: now)
+    return limits.admit(
+      session: entries[session]?.count ?? 0,
+      address: address.isEmpty ? 0 : byAddress[address] ?? 0, total: count)
+  }
+
+  /// Keys held by a client address.
+  public func count(ofAddress address: String) -> Int { byAddress[address] ?? 0 }
+
+  /// Keys held on a session.
+  public func count(ofSession session: String) -> Int { entries[session]?.count ?? 0 }
+
+  /// Adds (or replaces) an entry, dropping expired ones. It never evicts:
+  /// the sequencer checked `admits` first, and a store's rows loaded at
+  /// start were each admitted once (under the limits of their day).
   public mutating func insert(_ entry: IdempotencyEntry, now: Int64) {
     prune(now: now)
-    if entries[entry.session]?[entry.key] == nil {
-      if entries[entry.session, default: [:]].count >= perSession {
-        evictOldest(of: entry.session)
-      }
-      count += 1
-    }
+    remove(session: entry.session, key: entry.key)
     entries[entry.session, default: [:]][entry.key] = entry
+    if !entry.address.isEmpty { byAddress[entry.address, default: 0] += 1 }
+    count += 1
     order.append((entry.session, entry.key, entry.at))
-    while count > total, dropOldest(evicting: true) {}
+  }
+
+  /// Forgets one entry (a write that failed: its key was never remembered).
+  public mutating func remove(session: String, key: String) {
+    guard let entry = entries[session]?[key] else { return }
+    entries[session]?[key] = nil
+    if entries[session]?.isEmpty == true { entries[session] = nil }
+    if !entry.address.isEmpty {
+      byAddress[entry.address, default: 1] -= 1
+      if byAddress[entry.address] == 0 { byAddress[entry.address] = nil }
+    }
+    count -= 1
   }
 
   /// Drops entries older than `keepMs`: O(dropped).
   public mutating func prune(now: Int64) {
     while head < order.count, now - order[head].at >= IdempotencyKey.keepMs {
-      _ = dropOldest(evicting: false)
-    }
-  }
-
-  /// Removes the oldest live entry; false when there is none.
-  private mutating func dropOldest(evicting: Bool) -> Bool {
-    while head < order.count {
       let slot = order[head]
       head += 1
       if let entry = entries[slot.session]?[slot.key], entry.at == slot.at {
-        remove(slot.session, slot.key)
-        if evicting { evicted += 1 }
-        compact()
-        return true
+        remove(session: slot.session, key: slot.key)
       }
     }
-    compact()
-    return false
-  }
-
-  /// A session at its bound gives up its oldest key. Rare (a thousand keys
-  /// in a day on one session), so a scan of that session's keys is fine.
-  private mutating func evictOldest(of session: String) {
-    guard let oldest = entries[session]?.values.min(by: { $0.at < $1.at }) else { return }
-    remove(session, oldest.key)
-    evicted += 1
-  }
-
-  private mutating func remove(_ session: String, _ key: String) {
-    entries[session]?[key] = nil
-    if entries[session]?.isEmpty == true { entries[session] = nil }
-    count -= 1
-  }
-
-  private mutating func compact() {
     guard head > 1024, head * 2 > order.count else { return }
     order.removeFirst(head)
     head = 0

@@ -4,7 +4,8 @@
 /// A command with an idempotency key is looked up in `answers` (in memory,
 /// loaded from the store at start), so the check never blocks; its answer
 /// is remembered in the same store write as its record, and in `answers`
-/// once that write is durable. The hub runs one command per session at a
+/// while the write is under way (taken out again if it fails), so the
+/// limits count it. The hub runs one command per session at a
 /// time, so a retry that arrives while the first is in flight waits, and
 /// finds the first one's answer when its turn comes.
 public final class LocalSequencer: CommandSequencer {
@@ -29,6 +30,10 @@ public final class LocalSequencer: CommandSequencer {
         }
         return .done(.replayed(entry.answer))
       }
+      // Checked before the rules: a key that cannot be remembered must not
+      // apply, or its retry would apply again.
+      guard answers.admits(session: request.session, address: request.address, now: request.now)
+      else { return .done(.rejected(.rateLimited)) }
     }
     let outcome: SequenceOutcome
     switch request.current.applying(request.command, at: request.now) {
@@ -41,11 +46,15 @@ public final class LocalSequencer: CommandSequencer {
     if let key = request.idempotencyKey, let answer = IdempotentAnswer(outcome) {
       let entry = IdempotencyEntry(
         session: request.session, key: key, fingerprint: request.command.fingerprint,
-        answer: answer, at: request.now)
-      guard let store else {
-        answers.insert(entry, now: request.now)
-        return .done(outcome)
-      }
+        answer: answer, at: request.now,
+        // A name no row could hold back would make the row damaged at the
+        // next start, and its key forgotten: such a peer counts as unknown.
+        address: IdempotencyEntry.isAddress(request.address) ? request.address : "")
+      // Counted from now, so that writes in flight cannot pass the limits;
+      // no lookup of this session runs before the write completes (the hub
+      // runs one command per session at a time).
+      answers.insert(entry, now: request.now)
+      guard let store else { return .done(outcome) }
       unconfirmed[request.ticket] = entry
       store.write(.remember(entry, keyHash: keyHash, ticket: request.ticket, events: events))
       return .pending
@@ -92,10 +101,7 @@ public final class LocalSequencer: CommandSequencer {
   public func completed(_ ticket: Ticket, _ outcome: SequenceOutcome, now: Int64) {
     guard let entry = unconfirmed.removeValue(forKey: ticket) else { return }
     // A write that failed stored nothing: a retry must be applied anew.
-    guard case .unavailable = outcome else {
-      answers.insert(entry, now: now)
-      return
-    }
+    if case .unavailable = outcome { answers.remove(session: entry.session, key: entry.key) }
   }
 
   public func created(session: String, record: SessionRecord, keyHash: KeyHash?) -> SessionLoad {
@@ -105,6 +111,8 @@ public final class LocalSequencer: CommandSequencer {
     }
     return .ready
   }
+
+  public var knowsEverySession: Bool { true }
 
   public func forgot(session: String) {
     // Its remembered answers stay for their day: a retry after the session

@@ -8,7 +8,9 @@ struct APIRequest: Equatable {
     case head = "HEAD"
     case post = "POST"
     case options = "OPTIONS"
-    case other
+    case put = "PUT"
+    case patch = "PATCH"
+    case delete = "DELETE"
   }
 
   var method: Method
@@ -36,10 +38,15 @@ enum APIRoute: Equatable {
   case list(after: String?, limit: Int)
   /// A CORS preflight for a route that takes these methods.
   case preflight(methods: String)
+  /// `POST /qr.svg`: a QR code of the body (`QRCodeAnswers`).
+  case qrCode
   case refuse(APIRefusal)
 
   /// The route of `request`'s method and path, before any header is judged.
   static func of(_ request: APIRequest) -> APIRoute {
+    if request.path == QRCodeAnswers.path {
+      return request.method == .post ? .qrCode : .refuse(.methodNotAllowed(allow: "POST"))
+    }
     guard request.path.hasPrefix(APIRequest.prefix) else { return .refuse(.notFound) }
     let rest = request.path.dropFirst(APIRequest.prefix.count)
     let segments = rest.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
@@ -51,7 +58,7 @@ enum APIRoute: Equatable {
       case .head where methods.contains("GET"): return route
       case let method where methods.split(separator: ",").contains { $0.trimmed == method.rawValue }:
         return route
-      default: return .refuse(.methodNotAllowed(allow: methods))
+      default: return .refuse(.methodNotAllowed(allow: allow(methods)))
       }
     }
     switch parts.count {
@@ -72,6 +79,13 @@ enum APIRoute: Equatable {
     default:
       return .refuse(.notFound)
     }
+  }
+
+  /// `Allow`: every method a resource answers, not only the ones a CORS
+  /// preflight names (RFC 9110 10.2.1): a GET also answers HEAD, except an
+  /// event stream's, and every resource answers OPTIONS.
+  static func allow(_ methods: String, head: Bool = true) -> String {
+    methods + (head && methods.contains("GET") ? ", HEAD" : "") + ", OPTIONS"
   }
 }
 
@@ -258,25 +272,21 @@ struct APIResponse: Equatable {
   var status: UInt32
   var body: [UInt8]
   var headers: [(String, String)] = []
-  /// The connection closes after it (a body left unread behind it).
-  var close = false
 
   static func == (a: APIResponse, b: APIResponse) -> Bool {
-    a.status == b.status && a.body == b.body && a.close == b.close
+    a.status == b.status && a.body == b.body
       && a.headers.map { "\($0.0): \($0.1)" } == b.headers.map { "\($0.0): \($0.1)" }
   }
 
-  init(status: UInt32, body: [UInt8], headers: [(String, String)] = [], close: Bool = false) {
+  init(status: UInt32, body: [UInt8], headers: [(String, String)] = []) {
     self.status = status
     self.body = body
     self.headers = headers
-    self.close = close
   }
 
-  init(_ refusal: APIRefusal, close: Bool = false) {
+  init(_ refusal: APIRefusal) {
     self.init(
-      status: refusal.status, body: WireCodec.error(refusal.error), headers: refusal.headers,
-      close: close)
+      status: refusal.status, body: WireCodec.error(refusal.error), headers: refusal.headers)
   }
 
   /// The status of a hub answer: PLAN18's map of error codes.
@@ -308,17 +318,16 @@ struct APIResponse: Equatable {
     404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
     413: "Content Too Large", 415: "Unsupported Media Type", 426: "Upgrade Required",
     429: "Too Many Requests",
-    500: "Internal Server Error", 503: "Service Unavailable",
+    500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
   ]
 
-  /// The whole answer, `extra` headers (CORS, security) after the answer's own.
+  /// The whole answer, `extra` headers (CORS, security) after the answer's
+  /// own. Every answer is its connection's last (`Callbacks.swift`).
   func bytes(extra: [(String, String)], type: String = "application/json") -> [UInt8] {
     var head = "HTTP/1.1 \(status) \(Self.reasons[status] ?? "Error")\r\n"
     if status != 204 { head += "content-type: \(type)\r\n" }
     for (name, value) in headers + extra { head += "\(name): \(value)\r\n" }
-    head += "cache-control: no-store\r\ncontent-length: \(body.count)\r\n"
-    if close { head += "connection: close\r\n" }
-    head += "\r\n"
+    head += "cache-control: no-store\r\ncontent-length: \(body.count)\r\nconnection: close\r\n\r\n"
     return Array(head.utf8) + body
   }
 }

@@ -22,6 +22,8 @@ struct Admission {
   /// Open connections of every kind.
   private(set) var open = 0
   private var peers = PeerCounts()
+  /// Connections count against their client's budget, an IPv6 prefix.
+  let budget: AddressBudget
   /// Set from SIGTERM on: new connections are refused.
   private(set) var draining = false
 
@@ -29,6 +31,7 @@ struct Admission {
     maxConnections = config.maxConnections
     maxPerAddress = config.maxConnectionsPerIP
     echoRoute = config.echoRoute
+    budget = AddressBudget(ipv6Prefix: config.ipv6Prefix)
     originPolicy = OriginPolicy(allowed: config.allowedOrigins, listenHost: config.host)
   }
 
@@ -59,14 +62,14 @@ struct Admission {
       return .refuse(.origin)
     }
     if open >= maxConnections { return .refuse(.totalCap) }
-    if peers.count(of: request.peer) >= maxPerAddress { return .refuse(.perIP) }
+    if count(of: request.peer) >= maxPerAddress { return .refuse(.perIP) }
     return target
   }
 
   /// A connection from `peer` opened: it counts until `released`.
   mutating func admitted(peer: String) -> PeerID {
     open += 1
-    return peers.add(peer)
+    return peers.add(budget.key(peer))
   }
 
   mutating func released(_ peer: PeerID) {
@@ -74,8 +77,8 @@ struct Admission {
     peers.release(peer)
   }
 
-  /// Open connections from `peer`.
-  func count(of peer: String) -> Int { peers.count(of: peer) }
+  /// Open connections from `peer`'s budget (its IPv6 prefix).
+  func count(of peer: String) -> Int { peers.count(of: budget.key(peer)) }
 
   mutating func beginDrain() { draining = true }
 

@@ -18,8 +18,13 @@ public struct CIDR: Hashable, Sendable, CustomStringConvertible {
       else { return nil }
       length = number
     }
-    bits = length + (address.isV4 ? 96 : 0)
     // Host bits are ignored, as nginx's set_real_ip_from does.
+    self.init(address, bits: length + (address.isV4 ? 96 : 0))
+  }
+
+  /// The range of `bits` (in the 128-bit space) that holds `address`.
+  init(_ address: IPAddress, bits: Int) {
+    self.bits = bits
     let mask = Self.mask(bits)
     network = IPAddress(high: address.high & mask.high, low: address.low & mask.low)
   }
@@ -37,5 +42,32 @@ public struct CIDR: Hashable, Sendable, CustomStringConvertible {
 
   public var description: String {
     network.isV4 && bits >= 96 ? "\(network)/\(bits - 96)" : "\(network)/\(bits)"
+  }
+}
+
+/// What a client's per-address budgets count under: connections per IP,
+/// sessions per address, the HTTP rate and remembered idempotency keys. One
+/// IPv6 host is usually given a /64 (RFC 6177), and may pick any address in
+/// it, so an IPv6 client counts by its prefix; an IPv4 address, or an
+/// IPv4-mapped IPv6 one, counts as itself.
+public struct AddressBudget: Sendable, Equatable {
+  /// Shorter than a /32, a typical provider's whole allocation, one budget
+  /// would be shared by unrelated networks.
+  public static let ipv6PrefixRange = 32...128
+  public static let defaultIPv6Prefix = 64
+
+  public var ipv6Prefix: Int
+
+  public init(ipv6Prefix: Int = defaultIPv6Prefix) {
+    self.ipv6Prefix = min(max(ipv6Prefix, Self.ipv6PrefixRange.lowerBound), 128)
+  }
+
+  /// The budget's name for a client address: dotted IPv4, or the IPv6
+  /// prefix as a range (`2001:db8::/64`). What is not an address (lws's
+  /// `?` for a peer it could not name) is its own budget.
+  public func key(_ peer: String) -> String {
+    guard let address = IPAddress(peer) else { return peer }
+    if address.isV4 { return address.description }
+    return CIDR(address, bits: ipv6Prefix).description
   }
 }

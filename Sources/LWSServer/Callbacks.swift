@@ -185,21 +185,31 @@ private func clientPeer(_ wsi: Wsi) throws(HeaderError) -> (String, String) {
 }
 
 /// The method and path of a request, from whichever method's token lws filled.
-/// OPTIONS exists as a token because Debian builds lws 4.1.6 with
-/// LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h), which lws-http.h requires
-/// for WSI_TOKEN_OPTIONS_URI; PUT, PATCH and DELETE are refused in the filter.
+/// OPTIONS, PUT, PATCH and DELETE exist as tokens because Debian builds lws
+/// 4.1.6 with LWS_WITH_HTTP_UNCOMMON_HEADERS (lws_config.h). A path that is
+/// not text is decoded lossily: it still routes, and under the API prefix
+/// the API refuses it in its own shape.
 private func methodAndPath(_ wsi: Wsi) -> (APIRequest.Method, String)? {
   for (token, method) in [
     (WSI_TOKEN_GET_URI, APIRequest.Method.get), (WSI_TOKEN_HEAD_URI, .head),
     (WSI_TOKEN_POST_URI, .post), (WSI_TOKEN_OPTIONS_URI, .options),
+    (WSI_TOKEN_PUT_URI, .put), (WSI_TOKEN_PATCH_URI, .patch), (WSI_TOKEN_DELETE_URI, .delete),
   ] where lws_hdr_total_length(wsi.raw, token) > 0 {
-    return (try? header(wsi, token, "path")).flatMap { $0.map { (method, $0) } }
+    return (try? headerBytes(wsi, token, "path")).flatMap {
+      $0.map { (method, String(decoding: $0, as: UTF8.self)) }
+    }
   }
   return nil
 }
 
 private func isAPIPath(_ path: String) -> Bool {
   path == APIRequest.prefix || path.hasPrefix(APIRequest.prefix + "/")
+}
+
+/// `POST /qr.svg`: a code whose text must stay out of the URL, its body read
+/// as an API command's is.
+private func isQRCodePost(_ request: (APIRequest.Method, String)) -> Bool {
+  request == (.post, QRCodeAnswers.path)
 }
 
 /// An `/api/v1` request's headers, every one read whole.
@@ -216,8 +226,7 @@ private func readAPIRequest(
     idempotencyKey: try customHeader(wsi, "idempotency-key:"))
 }
 
-/// Does what the API asks: an answer written whole ends the transaction
-/// (HTTP/1.1 keep-alive goes on), or closes when a body was left unread.
+/// Does what the API asks: an answer ends its connection, once written.
 private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   switch step {
   case .readBody, .wait:
@@ -225,11 +234,9 @@ private func perform(_ wsi: Wsi, _ step: APIStep) -> Int32 {
   case .events:
     // Admission reads the request again, as it does an upgrade's.
     return openEventStream(wsi)
-  case .write(let bytes, let close):
+  case .write(let bytes):
     setTag(wsi, 0)
-    guard server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
-    if close { return 1 }
-    return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
+    return server(of: wsi).send(bytes, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
   }
 }
 
@@ -247,7 +254,7 @@ private func beginAPI(_ wsi: Wsi, method: APIRequest.Method, path: String) -> In
       error.header == "origin"
       ? APIRefusal.forbidden("the Origin header could not be read")
       : .badHeader("the \(error.header) header could not be read")
-    return perform(wsi, .write(APIResponse(refusal, close: true).bytes(extra: []), close: true))
+    return perform(wsi, .write(APIResponse(refusal).bytes(extra: [])))
   }
   setTag(wsi, SocketTag.api)
   return perform(wsi, server.apiBegin(wsi, request, peer: peer))
@@ -403,14 +410,20 @@ private func confirmUpgrade(_ wsi: Wsi) -> Int32 {
 private func respond(
   _ wsi: Wsi, status: UInt32, headers: String = "", answer: HTTPAnswer? = nil
 ) -> Int32 {
+  let response = plainResponse(status: status, headers: headers, answer: answer)
+  return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
+}
+
+/// A short plain-text status (or `answer`), whole, the connection's last.
+private func plainResponse(status: UInt32, headers: String = "", answer: HTTPAnswer? = nil)
+  -> [UInt8]
+{
   let reason = APIResponse.reasons[status] ?? "Refused"
   let body = answer?.body ?? Array("\(status) \(reason)\n".utf8)
-  let response =
-    Array(
-      ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
-        + "\(securityHeaders)\(headers)"
-        + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
-  return server(of: wsi).send(response, to: wsi, as: LWS_WRITE_HTTP_FINAL) ? 1 : -1
+  return Array(
+    ("HTTP/1.1 \(status) \(reason)\r\ncontent-type: \(answer?.type ?? "text/plain")\r\n"
+      + "\(securityHeaders)\(headers)"
+      + "content-length: \(body.count)\r\nconnection: close\r\n\r\n").utf8) + body
 }
 
 /// The headers lws's security option adds to its own answers, for ours too.
@@ -430,23 +443,49 @@ func httpCallback(
     return confirmUpgrade(wsi)
 
   case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
+    // One request per connection. lws 4.1.6 mishandles a request that
+    // arrives behind another in the same read: it keeps it in the
+    // connection's buffer list, and lws_service_do_ripe_rxflow
+    // (lib/core-net/service.c:513-550) hands it back to a connection that
+    // cannot take it (lib/roles/h1/ops-h1.c:393-399, for one, consumes
+    // nothing while a file is still being sent), so the service thread
+    // spins and a pipelined body is misread. Closing after every answer
+    // drops whatever follows it unread, which RFC 9112 9.3.2 allows.
+    guard cds_http_close_after_transaction(wsi.raw) == 0 else { return -1 }
+    let server = server(of: wsi)
+    let api =
+      methodAndPath(wsi).map({ isAPIPath($0.1) || isQRCodePost($0) }) == true
+      && lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
+    // Non-zero makes lws close the connection once the answer is written.
+    func refuse(_ refusal: APIRefusal) -> Int32 {
+      api
+        ? perform(wsi, .write(APIResponse(refusal).bytes(extra: server.apiHeaders(nil))))
+        : respond(
+          wsi, status: refusal.status,
+          headers: refusal.headers.map { "\($0.0): \($0.1)\r\n" }.joined())
+    }
     // A decoded NUL ("%00") would make lws cut the path short and serve
     // something else than was asked for.
     if let input, strnlen(input.assumingMemoryBound(to: CChar.self), length) != length {
-      return respond(wsi, status: 400)
+      return refuse(.badQuery("the path has a NUL byte"))
     }
-    // Everything here is read-only: lws would otherwise serve a file for a
-    // POST. The one exception is the origin check, a POST without a body,
-    // since that is what makes a browser send its Origin.
-    // The API takes POST (commands) and OPTIONS (CORS preflights) too.
+    // RFC 9112 6.3: a length beside a transfer coding is how a request is
+    // smuggled past a proxy that frames it the other way; lws would frame
+    // it by the length.
+    if lws_hdr_total_length(wsi.raw, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0,
+      lws_hdr_total_length(wsi.raw, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0
+    {
+      return refuse(.badHeader("Transfer-Encoding and Content-Length may not come together"))
+    }
+    // The API routes every method itself. Everything else is read-only: lws
+    // would otherwise serve a file for a POST. The one exception is the
+    // origin check, a POST without a body, since that is what makes a
+    // browser send its Origin.
     guard
-      lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
-        || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0
-        || isOriginCheck(wsi)
-        || methodAndPath(wsi).map({ isAPIPath($0.1) }) == true
+      api || lws_hdr_total_length(wsi.raw, WSI_TOKEN_GET_URI) > 0
+        || lws_hdr_total_length(wsi.raw, WSI_TOKEN_HEAD_URI) > 0 || isOriginCheck(wsi)
     else {
-      // Non-zero makes lws close the connection once the answer is written.
-      return respond(wsi, status: 405, headers: "allow: GET, HEAD\r\n")
+      return refuse(.methodNotAllowed(allow: "GET, HEAD"))
     }
     return 0
 
@@ -455,7 +494,7 @@ func httpCallback(
     // file matched: only the mount itself exists.
     let rest = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
     let server = server(of: wsi)
-    if let (method, path) = methodAndPath(wsi), isAPIPath(path),
+    if let (method, path) = methodAndPath(wsi), isAPIPath(path) || isQRCodePost((method, path)),
       lws_get_vhost(wsi.raw).map(Vhost.init) != server.metricsVhost
     {
       return beginAPI(wsi, method: method, path: path)
@@ -486,7 +525,7 @@ func httpCallback(
           (try? urlArguments(wsi, as: HeaderError.utf8Text)).flatMap {
             try? urlArgument(name, in: $0)
           }
-        }) : nil
+        }, peer: { (try? clientPeer(wsi).0) ?? peerAddress(wsi) }) : nil
     guard let answer = found ?? server.notFoundAnswer else {
       lws_return_http_status(wsi.raw, UInt32(HTTP_STATUS_NOT_FOUND.rawValue), nil)
       return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
@@ -495,7 +534,7 @@ func httpCallback(
     server.httpBodies[wsi] = answer.body
     return writeHeaders(
       wsi, status: answer.status, type: answer.type, length: answer.body.count,
-      cacheControl: answer.cacheControl) ? 0 : -1
+      cacheControl: answer.cacheControl, retryAfter: answer.retryAfter) ? 0 : -1
 
   case LWS_CALLBACK_HTTP_BODY:
     guard tag(wsi) == SocketTag.api else { break }
@@ -508,7 +547,7 @@ func httpCallback(
 
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if tag(wsi) == SocketTag.api, let bytes = server(of: wsi).apiWritable(wsi) {
-      return perform(wsi, .write(bytes, close: false))
+      return perform(wsi, .write(bytes))
     }
     if tag(wsi) > 0 {
       // An event stream: anything but keeping it open ends the connection.
@@ -521,6 +560,36 @@ func httpCallback(
     let body = server.httpBodies.removeValue(forKey: wsi) ?? []
     guard server.send(body, to: wsi, as: LWS_WRITE_HTTP_FINAL) else { return -1 }
     return lws_http_transaction_completed(wsi.raw) != 0 ? -1 : 0
+
+  // A request lws's parser gave up on, handed over raw (UnparsedRequest):
+  // its first read decides the answer, and the answer ends the connection.
+  case LWS_CALLBACK_RAW_ADOPT:
+    return 0
+
+  case LWS_CALLBACK_RAW_RX:
+    guard tag(wsi) == 0, let input else { return 0 }
+    let server = server(of: wsi)
+    let request = UnparsedRequest(UnsafeRawBufferPointer(start: input, count: length))
+    server.httpBodies[wsi] =
+      request.api
+      ? APIResponse(status: request.status, body: WireCodec.error(request.error)).bytes(
+        extra: server.apiHeaders(nil))
+      : plainResponse(status: request.status)
+    setTag(wsi, SocketTag.httpBody)
+    lws_callback_on_writable(wsi.raw)
+    return 0
+
+  case LWS_CALLBACK_RAW_WRITEABLE:
+    guard tag(wsi) == SocketTag.httpBody else { return -1 }
+    setTag(wsi, 0)
+    let server = server(of: wsi)
+    _ = server.send(server.httpBodies.removeValue(forKey: wsi) ?? [], to: wsi, as: LWS_WRITE_HTTP)
+    return -1
+
+  case LWS_CALLBACK_RAW_CLOSE:
+    if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
+    setTag(wsi, 0)
+    return 0
 
   case LWS_CALLBACK_CLOSED_HTTP:
     if tag(wsi) == SocketTag.httpBody { server(of: wsi).httpBodies[wsi] = nil }
@@ -563,10 +632,11 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
       let start = memory.baseAddress! + pre
       let end = memory.baseAddress! + memory.count - 1
       var cursor: UnsafeMutablePointer<UInt8>? = start
-      // No length: the body is the stream, until either side closes.
+      // No length: the body is the stream, until either side closes. The
+      // vhost's headers already say `connection: close`.
       guard
-        lws_add_http_common_headers(
-          wsi.raw, 200, "text/event-stream", lws_filepos_t.max, &cursor, end) == 0
+        lws_add_http_header_status(wsi.raw, 200, &cursor, end) == 0,
+        addHeader(wsi, "content-type:", "text/event-stream", &cursor, end)
       else { return false }
       for (name, value) in server.eventStreamHeaders(origin: request.origin) {
         guard addHeader(wsi, name, value, &cursor, end) else { return false }
@@ -584,7 +654,8 @@ func openEventStream(_ wsi: Wsi) -> Int32 {
 }
 
 private func writeHeaders(
-  _ wsi: Wsi, status: UInt32, type: String, length: Int, cacheControl: String? = nil
+  _ wsi: Wsi, status: UInt32, type: String, length: Int, cacheControl: String? = nil,
+  retryAfter: Int? = nil
 ) -> Bool {
   let pre = cds_lws_pre()
   var buffer = [UInt8](repeating: 0, count: pre + 1024)
@@ -596,6 +667,7 @@ private func writeHeaders(
       lws_add_http_common_headers(
         wsi.raw, status, type, lws_filepos_t(length), &cursor, end) == 0,
       addHeader(wsi, "cache-control:", cacheControl, &cursor, end),
+      addHeader(wsi, "retry-after:", retryAfter.map(String.init), &cursor, end),
       lws_finalize_write_http_header(wsi.raw, start, &cursor, end) == 0
     else { return false }
     lws_callback_on_writable(wsi.raw)

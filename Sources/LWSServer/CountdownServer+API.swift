@@ -1,4 +1,5 @@
 import CountdownCore
+import QRCode
 
 /// One API transaction in progress on a connection: what its headers said,
 /// then its body as it arrives, then (for a command) its request id.
@@ -11,6 +12,8 @@ struct APICall {
   var extraHeaders: [(String, String)]
   var idempotencyKey: String?
   var request: RequestID?
+  /// `POST /qr.svg`: the body is a QR code's text, not a command.
+  var qrCode = false
 }
 
 /// The server's side of `/api/v1`: transactions by connection, commands
@@ -26,7 +29,8 @@ struct APITable {
 
 /// What the callback does next with an API request.
 enum APIStep {
-  case write([UInt8], close: Bool)
+  /// The answer, the connection's last.
+  case write([UInt8])
   /// A command's headers passed: read its body, then `apiBodyComplete`.
   case readBody
   /// The answer comes later (`flush` queues it, then WRITEABLE writes it).
@@ -57,32 +61,39 @@ extension CountdownServer {
   private func write(_ response: APIResponse, _ request: APIRequest) -> APIStep {
     var bytes = response.bytes(extra: apiHeaders(request.origin))
     if request.method == .head { bytes.removeLast(response.body.count) }
-    return .write(bytes, close: response.close)
+    return .write(bytes)
   }
 
   /// A request's headers are in: route it, and answer what needs no body.
   func apiBegin(_ wsi: Wsi, _ request: APIRequest, peer: String) -> APIStep {
-    // A body lws would read after a refusal must not be taken for the next request.
-    // A POST may carry one without a length (chunked), so a refused POST closes.
-    let bodyPending =
-      request.method == .post || (request.contentLength.flatMap { Int($0) } ?? 0) > 0
-    func refuse(_ refusal: APIRefusal) -> APIStep {
-      write(APIResponse(refusal, close: bodyPending), request)
-    }
+    func refuse(_ refusal: APIRefusal) -> APIStep { write(APIResponse(refusal), request) }
     switch APIRoute.of(request) {
     case .refuse(let refusal):
       return refuse(refusal)
     case .preflight(let methods):
       let headers = cors.preflightHeaders(origin: request.origin, methods: methods)
       return .write(
-        APIResponse(status: 204, body: [], headers: headers, close: bodyPending).bytes(
-          extra: apiHeaders(nil)), close: bodyPending)
+        APIResponse(status: 204, body: [], headers: headers).bytes(extra: apiHeaders(nil)))
+    case .qrCode:
+      let length: Int
+      switch APICommandHeaders.length(request.contentLength, maxBytes: QRCode.maxTextBytes) {
+      case .failure(.tooLarge): length = 0  // refused below, as a GET's long text is
+      case .failure(let refusal): return refuse(refusal)
+      case .success(let value): length = value
+      }
+      guard length > 0 else { return write(qrCodeResponse(QRCodeAnswers.refusal), request) }
+      api.calls[wsi] = APICall(
+        session: "", authority: .none, peer: peer, expected: length,
+        extraHeaders: apiHeaders(request.origin), qrCode: true)
+      return .readBody
     case .openAPI:
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
     case .events:
       // A stream has no HEAD: its headers are the start of the stream.
-      guard request.method == .get else { return refuse(.methodNotAllowed(allow: "GET")) }
+      guard request.method == .get else {
+        return refuse(.methodNotAllowed(allow: APIRoute.allow("GET", head: false)))
+      }
       return .events
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {
@@ -152,7 +163,7 @@ extension CountdownServer {
     guard call.body.count + chunk.count <= min(call.expected, config.maxMessageBytes) else {
       let headers = call.extraHeaders
       api.calls[wsi] = nil
-      return .write(APIResponse(.tooLarge, close: true).bytes(extra: headers), close: true)
+      return .write(APIResponse(.tooLarge).bytes(extra: headers))
     }
     api.calls[wsi] = nil  // no second copy of the body while it is appended to
     call.body.append(contentsOf: chunk)
@@ -164,6 +175,13 @@ extension CountdownServer {
   /// at once when the hub has it at once, else when it comes.
   func apiBodyComplete(_ wsi: Wsi) -> APIStep {
     guard var call = api.calls[wsi], call.request == nil else { return .wait }
+    if call.qrCode {
+      api.calls[wsi] = nil
+      let answer = qrCodes.answer(
+        call.body, shared: false, peer: admission.budget.key(call.peer),
+        now: clock.nowMilliseconds())
+      return .write(qrCodeResponse(answer).bytes(extra: call.extraHeaders, type: answer.type))
+    }
     let request = api.nextRequest
     api.nextRequest += 1
     call.request = request
@@ -171,12 +189,26 @@ extension CountdownServer {
     call.body = []
     api.calls[wsi] = call
     api.waiting[request] = wsi
-    hub.command(
-      body, session: call.session, authority: call.authority, peer: call.peer, request: request,
-      idempotencyKey: call.idempotencyKey, now: clock.nowMilliseconds())
-    flush()
-    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes, close: false) }
+    if clusterKeyCheck(request, body, call) { return .wait }
+    sendCommand(request, body, call, existsNowhere: false)
+    if let bytes = api.outbox.removeValue(forKey: wsi) { return .write(bytes) }
     return .wait
+  }
+
+  func sendCommand(_ request: RequestID, _ body: [UInt8], _ call: APICall, existsNowhere: Bool) {
+    hub.command(
+      body, session: call.session, authority: call.authority,
+      peer: admission.budget.key(call.peer), request: request,
+      idempotencyKey: call.idempotencyKey, existsNowhere: existsNowhere,
+      now: clock.nowMilliseconds())
+    flush()
+  }
+
+  /// A QR code's answer in the API's framing, which says `no-store`.
+  private func qrCodeResponse(_ answer: HTTPAnswer) -> APIResponse {
+    APIResponse(
+      status: answer.status, body: answer.body,
+      headers: answer.retryAfter.map { [("retry-after", String($0))] } ?? [])
   }
 
   /// After every hub call (`flush`): answers the hub has ready go to their

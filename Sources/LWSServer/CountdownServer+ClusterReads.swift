@@ -51,6 +51,26 @@ extension CountdownServer {
     return .wait
   }
 
+  /// A controller key, in key mode, for a session this instance does not
+  /// hold: opened in Redis, a session that exists nowhere would get a key
+  /// nobody holds, so the cluster is read first and the hub refuses the key
+  /// if it has no such session, as it does on one server. True when the
+  /// command went to that read.
+  func clusterKeyCheck(_ request: RequestID, _ body: [UInt8], _ call: APICall) -> Bool {
+    guard hub.config.control == .key, case .key = call.authority, let directory = hub.directory,
+      hub.snapshot(of: call.session, now: clock.nowMilliseconds()) == nil
+    else { return false }
+    directory.readSession(call.session) { [weak self] result in
+      guard let self, api.waiting[request] != nil else { return }
+      switch result {
+      case .success(let found): sendCommand(request, body, call, existsNowhere: found == nil)
+      case .failure(let code):
+        answer(request, APIResponse(answer: RequestAnswer(code: code, body: Self.refusal(code))))
+      }
+    }
+    return true
+  }
+
   private static func refusal(_ code: ErrorCode) -> [UInt8] {
     let message =
       code == .unavailable ? "the cluster cannot be read right now; try again" : "bad request"

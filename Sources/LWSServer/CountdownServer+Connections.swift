@@ -44,7 +44,7 @@ extension CountdownServer {
   ) -> JoinOutcome {
     let now = clock.nowMilliseconds()
     let outcome = hub.connect(
-      session: session, key: key, since: since, peer: peer, now: now,
+      session: session, key: key, since: since, peer: admission.budget.key(peer), now: now,
       viewerOnly: transport == .eventStream)
     guard case .joined(let id) = outcome else { return outcome }
     table.place(

@@ -5,11 +5,15 @@ extension CountdownServer {
   /// Only mounted paths get here, so `/metrics` is answered only where the
   /// configuration mounted it.
   /// `argument` reads a decoded query argument by name (nil when absent or
-  /// longer than the request could hold).
-  func answer(_ path: String, argument: (String) -> String? = { _ in nil }) -> HTTPAnswer? {
+  /// longer than the request could hold); `peer` the client's address.
+  func answer(
+    _ path: String, argument: (String) -> String? = { _ in nil }, peer: () -> String = { "" }
+  ) -> HTTPAnswer? {
     switch path {
-    case "/qr.svg":
-      return qrCodes.answer(argument("text"))
+    case QRCodeAnswers.path:
+      return qrCodes.answer(
+        argument("text").map { Array($0.utf8) }, shared: true, peer: admission.budget.key(peer()),
+        now: clock.nowMilliseconds())
     case "/healthz":
       return HTTPAnswer(status: 200, type: "application/json", body: Self.healthBody)
     case "/readyz":

@@ -152,12 +152,14 @@ public final class CountdownServer {
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,
     // lws 4.1 switches to a linear fd-to-wsi lookup that costs O(n) per event
     // (bench/PROFILE.md). Admission enforces --max-connections instead.
-    info.options = cds_option_validate_utf8() | cds_option_explicit_vhosts()
+    info.options =
+      cds_option_validate_utf8() | cds_option_explicit_vhosts() | cds_option_fallback_to_raw()
     // lws's security headers are all or nothing: to let named sites frame the
     // page, the same set is given as the vhost's own headers, minus the deny.
     if let ancestors = config.frameAncestors {
-      info.headers = UnsafePointer(makeHeaders(ancestors.headers))
+      info.headers = UnsafePointer(makeHeaders(ancestors.headers + Self.closeHeader))
     } else {
+      info.headers = UnsafePointer(makeHeaders(Self.closeHeader))
       info.options |= cds_option_security_headers()
     }
     if !config.host.contains(":") { info.options |= cds_option_disable_ipv6() }
@@ -340,7 +342,8 @@ public final class CountdownServer {
     http.callback = httpCallback
     info.protocols = UnsafePointer(retain([http, lws_protocols()]))
     info.mounts = UnsafePointer(makeEndpointMounts(["/healthz", "/readyz", "/metrics"], next: nil))
-    info.options = cds_option_security_headers()
+    info.headers = UnsafePointer(makeHeaders(Self.closeHeader))
+    info.options = cds_option_security_headers() | cds_option_fallback_to_raw()
     if !config.metricsHost.contains(":") { info.options |= cds_option_disable_ipv6() }
     guard let vhost = lws_create_vhost(context.raw, &info) else {
       throw .contextCreationFailed(host: config.metricsHost, port: port)
@@ -630,6 +633,11 @@ public final class CountdownServer {
       + (config.metricsOnMainPort ? ["/metrics"] : [])
     return makeEndpointMounts(endpoints, next: filesMount)
   }
+
+  /// Every answer lws writes says the connection ends with it: the server
+  /// answers one request per connection (`Callbacks.swift` says why), and
+  /// the header is how a client learns so before it sends another.
+  private static let closeHeader = [(name: "connection:", value: "close")]
 
   /// lws's list of canned headers, in `headers`' order.
   private func makeHeaders(

@@ -29,17 +29,9 @@ public struct FrameAncestors: Sendable, Equatable {
       case .tooLong: "is longer than \(FrameAncestors.maxBytes) bytes"
       case .tooMany: "names more than \(FrameAncestors.maxSources) sources"
       case .badSource(let text):
-        "'\(Self.shown(text))' is not 'self' or an origin such as https://obs.example.com"
+        "'\(Origin.shown(text))' is not 'self' or an origin such as https://obs.example.com"
           + " (scheme and host, an optional port; no path, space or semicolon)"
       }
-    }
-
-    /// The text as printable ASCII (escapes for the rest), cut at 64 characters.
-    private static func shown(_ text: String) -> String {
-      let escaped = text.unicodeScalars.map {
-        (0x20...0x7e).contains($0.value) ? String($0) : $0.escaped(asASCII: true)
-      }
-      return escaped.count > 64 ? escaped.prefix(64).joined() + "…" : escaped.joined()
     }
   }
 
@@ -54,16 +46,10 @@ public struct FrameAncestors: Sendable, Equatable {
     var sources: [String] = []
     for part in parts {
       let source = part.lowercased()
-      guard source == "'self'" || Self.isOrigin(source) else { throw .badSource(part) }
+      guard source == "'self'" || Origin.isSerialised(source) else { throw .badSource(part) }
       if !sources.contains(source) { sources.append(source) }
     }
     self.sources = sources
-  }
-
-  private static func isOrigin(_ text: String) -> Bool {
-    // Origin takes only a scheme and an authority; printable ASCII keeps
-    // anything lws would write verbatim into a header out of it.
-    text.utf8.allSatisfy({ (0x21...0x7e).contains($0) }) && Origin(text) != nil
   }
 
   /// lws 4.1.6's best-practice headers (lib/roles/http/header.c), in its

@@ -5,4 +5,6 @@ struct HTTPAnswer {
   var body: [UInt8]
   /// Sent as `cache-control` when set.
   var cacheControl: String? = nil
+  /// Sent as `retry-after` (seconds) when set.
+  var retryAfter: Int? = nil
 }

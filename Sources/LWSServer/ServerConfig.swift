@@ -20,6 +20,9 @@ public struct ServerConfig: Sendable {
   public var maxConnections: Int = 19_500
   /// WebSocket connections at most from one IP address (HTTP 429 past it).
   public var maxConnectionsPerIP: Int = 4096
+  /// How many leading bits of an IPv6 client address name its per-address
+  /// budgets (`AddressBudget`).
+  public var ipv6Prefix: Int = AddressBudget.defaultIPv6Prefix
   /// Origins allowed to open a WebSocket besides the server's own; "*" allows any.
   public var allowedOrigins: [String] = []
   /// Sites that may embed the page in an iframe (`--frame-ancestors`); nil keeps lws's deny.

@@ -68,7 +68,7 @@ final class ClusterOrdering: ClusterPart {
       idempotencyKey: request.idempotencyKey, resolveWithinMs: settings.resolveWithinMs)
     let arguments = CommandCall.argv(
       request, epoch: settings.epoch, channel: channel, deadline: deadline, nonce: lost.nonce,
-      events: settings.recordsEvents)
+      events: settings.recordsEvents, limits: settings.idempotencyLimits)
     let sent = commands.send(arguments) { [weak self] result in
       self?.commandAnswered(lost, result)
     }

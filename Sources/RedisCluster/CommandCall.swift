@@ -54,6 +54,11 @@ enum CommandCall {
     case overtimeOption
     case warnOption
     case dangerOption
+    /// `IdempotencyLimits`, with KEYS 6-8 (the sets that count held keys):
+    /// a new key past one is refused rate_limited.
+    case idemPerSession
+    case idemPerAddress
+    case idemTotal
 
     /// The slot's place in what `arguments` returns.
     var index: Int { rawValue - 1 }
@@ -62,21 +67,30 @@ enum CommandCall {
   /// The whole FCALL, keys then arguments.
   static func argv(
     _ request: SequenceRequest, epoch: String, channel: String, deadline: Int64, nonce: String,
-    events: Bool = false
+    events: Bool = false, limits: IdempotencyLimits = IdempotencyLimits()
   ) -> [String] {
-    let idem = request.idempotencyKey.map { RedisSequencer.idempotencyKey(request.session, $0) }
+    let idem = request.idempotencyKey.map { key in
+      [
+        RedisSequencer.idempotencyKey(request.session, key),
+        RedisSequencer.heldKeysKey(session: request.session),
+        RedisSequencer.heldKeysKey(address: request.address), RedisSequencer.heldKeysKey,
+      ]
+    }
     let keys =
       [
         RedisSequencer.sessionKey(request.session), RedisSequencer.epochKey,
         RedisSequencer.positionKey, RedisSequencer.sessionsKey,
-      ] + (idem.map { [$0] } ?? []) + (events ? RedisSequencer.eventsKeys : [])
+      ] + (idem ?? []) + (events ? RedisSequencer.eventsKeys : [])
+
     return ["FCALL", RedisSequencer.function("command"), String(keys.count)] + keys
       + arguments(
         request.command, base: request.current.fields, session: request.session, epoch: epoch,
         channel: channel, deadline: deadline, nonce: nonce, presented: request.presentedKeyHash,
         byToken: request.authorisedByToken,
         fingerprint: request.idempotencyKey == nil ? "" : request.command.fingerprint,
-        events: events)
+        events: events, limits: request.idempotencyKey == nil ? nil : limits,
+        // An unknown address counts against no address's limit.
+        countsAddress: !request.address.isEmpty)
   }
 
   /// The ARGV alone, one value per slot in slot order. Every slot has its
@@ -84,7 +98,8 @@ enum CommandCall {
   static func arguments(
     _ command: SessionCommand, base: SessionRecord.Fields, session: String, epoch: String,
     channel: String, deadline: Int64? = nil, nonce: String = "", presented: KeyHash? = nil,
-    byToken: Bool = false, fingerprint: String = "", events: Bool = false
+    byToken: Bool = false, fingerprint: String = "", events: Bool = false,
+    limits: IdempotencyLimits? = nil, countsAddress: Bool = true
   ) -> [String] {
     let operands = operands(of: command)
     let options = options(of: command)
@@ -123,6 +138,9 @@ enum CommandCall {
       case .overtimeOption: options.overtime
       case .warnOption: options.warn
       case .dangerOption: options.danger
+      case .idemPerSession: limits.map { String($0.perSession) } ?? ""
+      case .idemPerAddress: limits.flatMap { countsAddress ? String($0.perAddress) : nil } ?? ""
+      case .idemTotal: limits.map { String($0.total) } ?? ""
       }
     }
   }

@@ -22,7 +22,9 @@ public enum FunctionLibrary {
     --
     -- KEYS: 1 the session hash, 2 the epoch, 3 the publish position counter,
     -- 4 the session index (optional), 5 the command's idempotency hash (optional),
-    -- then, when webhooks are on (ARG.events), the events keys (see EVENTS).
+    -- 6-8 with it the idempotency keys held by the session, by the client's
+    -- address and by everyone (optional: see idem_sets), then, when webhooks are
+    -- on (ARG.events), the events keys (see EVENTS).
     -- In key mode the session hash holds its controller key's hash, and every
     -- command presents the hash of the key its connection holds: a mismatch is
     -- refused here too, so one instance's bug cannot command a keyed session.
@@ -57,7 +59,6 @@ public enum FunctionLibrary {
     local REMEMBERED = {
       busy = true, not_running = true, not_paused = true, not_waiting = true, bad_request = true,
     }
-
     local function int(n) return string.format('%.0f', n) end
 
     local function whole_seconds(ms)
@@ -578,7 +579,8 @@ public enum FunctionLibrary {
     -- '1' or '0', warnAtSeconds and dangerAtSeconds '-' for none), a stopped
     -- finish's overMs ('-'), the message ('' for none) and blackout ('1' or
     -- '0'); then a start's run options (overtime '1' or '0', the warning and
-    -- danger seconds '' for none; all '' for other ops).
+    -- danger seconds '' for none; all '' for other ops); then the idempotency
+    -- limits per session, per address and in all ('' for none; see idem_sets).
     local ARG = {
       epoch = 1, channel = 2, session = 3, op = 4, first = 5, second = 6, label = 7,
       phase = 8, duration = 9, endsAt = 10, remainingMs = 11, revision = 12, baseLabel = 13,
@@ -587,7 +589,50 @@ public enum FunctionLibrary {
       fingerprint = 22, events = 23,
       overtime = 24, warnAtSeconds = 25, dangerAtSeconds = 26, overMs = 27, baseMessage = 28,
       blackout = 29, overtimeOption = 30, warnOption = 31, dangerOption = 32,
+      idemPerSession = 33, idemPerAddress = 34, idemTotal = 35,
     }
+
+    -- IdempotencyLimits: the keys a session, a client address and everyone may
+    -- hold at once. Each is a sorted set of idempotency hashes' names scored by
+    -- when they were remembered, so those past their day leave it as the hashes
+    -- do. A new key past a limit is refused rate_limited and nothing applies:
+    -- making room would forget a key whose retry then applies twice, and the
+    -- key that went could be another session's or another client's.
+    local IDEM_LIMIT_MAX = 1000000000
+
+    -- The sets of a call whose KEYS carry them (6-8), each with its limit from
+    -- ARGV ('' or absent: no limit), or nil. A caller from before the limits
+    -- passes neither, and its keys are not counted.
+    local function idem_sets(keys, given, args)
+      if given < 8 then return nil end
+      local sets = {}
+      local limits = {args[ARG.idemPerSession], args[ARG.idemPerAddress], args[ARG.idemTotal]}
+      for i = 1, 3 do
+        local limit = integer(limits[i] or '', 1, IDEM_LIMIT_MAX)
+        if limit then sets[#sets + 1] = {key = keys[5 + i], limit = limit} end
+      end
+      return sets
+    end
+
+    -- Whether a new key fits within every limit, once keys past their day are gone.
+    local function idem_admits(sets, at)
+      for _, set in ipairs(sets) do
+        redis.call('ZREMRANGEBYSCORE', set.key, '-inf', int(at - IDEM_MS))
+        if redis.call('ZCARD', set.key) >= set.limit then return false end
+      end
+      return true
+    end
+
+    -- Remembers a command's first answer in its idempotency hash, for a day,
+    -- and counts the key in each set.
+    local function idem_remember(idem, sets, at, ...)
+      redis.call('HSET', idem, ...)
+      redis.call('PEXPIRE', idem, IDEM_MS)
+      for _, set in ipairs(sets or {}) do
+        redis.call('ZADD', set.key, int(at), idem)
+        redis.call('PEXPIRE', set.key, IDEM_MS)
+      end
+    end
 
     -- Webhooks' transactional outbox: with ARG.events = '1', the command's
     -- KEYS end with three more, the events stream, the deadlines set and the
@@ -728,6 +773,7 @@ public enum FunctionLibrary {
         return {'rejected', 'bad_request'}
       end
       local fingerprint = args[ARG.fingerprint] or ''
+      local sets = nil
       if idem then
         local first = redis.call('HMGET', idem, 'fingerprint', 'line', 'code')
         if first[1] then
@@ -735,6 +781,8 @@ public enum FunctionLibrary {
           if first[2] then return {'replayed', 'ok', first[2]} end
           return {'replayed', 'rejected', first[3] or 'bad_request'}
         end
+        sets = idem_sets(keys, given, args)
+        if sets and not idem_admits(sets, at) then return {'rejected', 'rate_limited'} end
       end
       -- A deadline passed before this command: its finish came first.
       if ev then settle_due(ev, session, at) end
@@ -745,8 +793,7 @@ public enum FunctionLibrary {
       local refused = apply(r, op, args[ARG.first], args[ARG.second], args[ARG.label], at, options)
       if refused then
         if idem and REMEMBERED[refused] then
-          redis.call('HSET', idem, 'fingerprint', fingerprint, 'code', refused)
-          redis.call('PEXPIRE', idem, IDEM_MS)
+          idem_remember(idem, sets, at, 'fingerprint', fingerprint, 'code', refused)
         end
         return {'rejected', refused}
       end
@@ -760,10 +807,7 @@ public enum FunctionLibrary {
       redis.call('PUBLISH', channel, line)
       if ev then record_change(ev, session, op, r, line, at) end
       if index then redis.call('ZADD', index, 0, session) end
-      if idem then
-        redis.call('HSET', idem, 'fingerprint', fingerprint, 'line', line)
-        redis.call('PEXPIRE', idem, IDEM_MS)
-      end
+      if idem then idem_remember(idem, sets, at, 'fingerprint', fingerprint, 'line', line) end
       -- A damaged hash was replaced: the caller logs why.
       if damage then return {'ok', line, damage} end
       return {'ok', line}

@@ -48,6 +48,10 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
     /// stream in the same function call (see `StreamOutbox`).
     public var recordsEvents = false
 
+    /// The idempotency keys a session, a client address and everyone may
+    /// hold at once, counted in Redis for the whole cluster.
+    public var idempotencyLimits = IdempotencyLimits()
+
     public init(address: RedisAddress, epoch: String, password: String? = nil) {
       self.address = address
       self.epoch = epoch
@@ -105,6 +109,12 @@ public final class RedisSequencer: CommandSequencer, ViewerCountObserver {
   static func idempotencyKey(_ session: String, _ key: String) -> String {
     "countdown:idem:\(session):\(key)"
   }
+  /// The idempotency keys held (`IdempotencyLimits`): by a session, by a
+  /// client address budget and by everyone, each a sorted set of the
+  /// hashes' names scored by when they were remembered.
+  static func heldKeysKey(session: String) -> String { "countdown:idem-held:s:\(session)" }
+  static func heldKeysKey(address: String) -> String { "countdown:idem-held:a:\(address)" }
+  static let heldKeysKey = "countdown:idem-held"
   /// The sessions an instance counts viewers in, so that its death costs a
   /// recount of those only.
   static func sessionIndexKey(_ instance: String) -> String { "countdown:iv:\(instance)" }

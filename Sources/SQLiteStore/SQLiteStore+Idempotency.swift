@@ -38,6 +38,11 @@ struct IdempotencyStatements {
     ALTER TABLE idempotency ADD COLUMN blackout INTEGER DEFAULT 0;
     """
 
+  /// Schema step 7 → 8: the address budget a key counts against.
+  static let addressColumn = """
+    ALTER TABLE idempotency ADD COLUMN address TEXT NOT NULL DEFAULT '';
+    """
+
   /// Where `Database.row` puts the key hash, and how many record columns it has besides the id.
   static let keyHashColumn = 9
   static let recordColumns = 18
@@ -53,19 +58,20 @@ struct IdempotencyStatements {
       INSERT OR REPLACE INTO idempotency (session, key, fingerprint, code, phase, duration,
         ends_at, remaining_ms, finished_label, seq, revision, updated_at, started_at, timeout_at,
         wait_label, outcome, overtime, warn_at_seconds, danger_at_seconds, over_ms, message,
-        blackout, at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        blackout, at, address)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """)
     prune = try connection.prepare("DELETE FROM idempotency WHERE at <= ?")
     // Columns 0-19 as `selectSessions`'s, so a record is read by the same
-    // checks as a session row's; the newest first, for the memory bound.
+    // checks as a session row's; every live row, oldest first, since the
+    // limits count all of them and none may be forgotten early.
     select = try connection.prepare(
       """
       SELECT session, phase, duration, ends_at, remaining_ms, finished_label, seq, revision,
              updated_at, NULL, started_at, timeout_at, wait_label, outcome, overtime,
              warn_at_seconds, danger_at_seconds, over_ms, message, blackout,
-             key, fingerprint, code, at
-      FROM idempotency WHERE at > ? ORDER BY at DESC LIMIT ?
+             key, fingerprint, code, at, address
+      FROM idempotency WHERE at > ? ORDER BY at
       """)
     delete = try connection.prepare(
       "DELETE FROM idempotency WHERE CAST(session AS BLOB) = ? AND CAST(key AS BLOB) = ?")
@@ -84,7 +90,7 @@ struct IdempotencyStatements {
       values.append(.text(code.rawValue))
       values += Array(repeating: SQLValue.null, count: Self.recordColumns)
     }
-    values.append(.integer(entry.at))
+    values += [.integer(entry.at), .text(entry.address)]
     try upsert.run(values)
     try prune.run([.integer(entry.at - IdempotencyKey.keepMs)])
   }
@@ -97,9 +103,9 @@ public struct DamagedAnswer: Equatable, Sendable {
 }
 
 extension SQLiteStore {
-  /// The answers remembered within the last day, the newest `cache.total`
-  /// of them, in a cache for the `LocalSequencer`. For start-up: it blocks
-  /// on the file. Rows past their day go; a row out of range or of the
+  /// The answers remembered within the last day, every one, in a cache for
+  /// the `LocalSequencer` (the limits bounded how many were written). For
+  /// start-up: it blocks on the file. Rows past their day go; a row out of range or of the
   /// wrong type is input that failed its checks: it is deleted and named in
   /// `damaged`, and its key is then unknown (a retry applies anew).
   public func loadAnswers(now: Int64, into cache: IdempotencyCache = IdempotencyCache())
@@ -110,9 +116,7 @@ extension SQLiteStore {
       try statements.prune.run([.integer(now - IdempotencyKey.keepMs)])
       var entries: [IdempotencyEntry] = []
       var damaged: [(session: [UInt8], key: [UInt8], reason: String)] = []
-      try statements.select.query([
-        .integer(now - IdempotencyKey.keepMs), .integer(Int64(cache.total)),
-      ]) { row in
+      try statements.select.query([.integer(now - IdempotencyKey.keepMs)]) { row in
         do throws(Database.RowDamage) {
           entries.append(try Self.decodeAnswer(row))
         } catch {
@@ -121,7 +125,7 @@ extension SQLiteStore {
       }
       for (session, key, _) in damaged { try statements.delete.run([.blob(session), .blob(key)]) }
       var cache = cache
-      for entry in entries.reversed() { cache.insert(entry, now: now) }
+      for entry in entries { cache.insert(entry, now: now) }
       return (
         cache,
         damaged.map { DamagedAnswer(session: SetAside.printable($0.session), reason: $0.reason) }
@@ -129,14 +133,14 @@ extension SQLiteStore {
     }
   }
 
-  /// The first of `select`'s columns after the record's: key, fingerprint, code, at.
+  /// The first of `select`'s columns after the record's: key, fingerprint, code, at, address.
   static let answerColumn: Int32 = 20
 
   static func decodeAnswer(_ row: Row) throws(Database.RowDamage) -> IdempotencyEntry {
     let column = answerColumn
     guard let key = row.exactText(column), let fingerprint = row.exactText(column + 1),
-      let at = row.exactInteger(column + 3)
-    else { throw Database.RowDamage("key, fingerprint or at is of the wrong type") }
+      let at = row.exactInteger(column + 3), let address = row.exactText(column + 4)
+    else { throw Database.RowDamage("key, fingerprint, at or address is of the wrong type") }
     let answer: IdempotentAnswer
     let session: String
     if row.isNull(column + 2) {
@@ -149,7 +153,8 @@ extension SQLiteStore {
       (session, answer) = (id, .rejected(code))
     }
     let entry = IdempotencyEntry(
-      session: session, key: key, fingerprint: fingerprint, answer: answer, at: at)
+      session: session, key: key, fingerprint: fingerprint, answer: answer, at: at,
+      address: address)
     if let damage = entry.damage { throw Database.RowDamage(damage) }
     return entry
   }

@@ -28,9 +28,12 @@
 ///   `overtime` and `blackout` off and the rest null. `damaged_sessions` and
 ///   `idempotency` get the same columns, and a row the new CHECK would refuse
 ///   is set aside, as version 4 did.
+/// - Version 8: `idempotency.address`, the client address budget each key
+///   counts against (`IdempotencyLimits`); older rows have '' and count
+///   against no address.
 enum Schema {
   /// The newest version this build reads and writes.
-  static let version: Int64 = 7
+  static let version: Int64 = 8
 
   /// `steps[n]` takes a file from version n to n + 1. A new file runs them
   /// all, so the upgrade path is exercised on every fresh database.
@@ -145,6 +148,7 @@ enum Schema {
     DROP TABLE sessions;
     ALTER TABLE sessions_v7 RENAME TO sessions;
     """ + IdempotencyStatements.stageColumns,
+    IdempotencyStatements.addressColumn,
   ]
 
   /// The columns `sessions` has from each version on: a file that lacks one

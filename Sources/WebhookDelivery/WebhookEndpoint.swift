@@ -58,17 +58,26 @@ public struct WebhookEndpoint: Sendable, Equatable, CustomStringConvertible {
     }
   }
 
-  /// The URL without any `user:password@`, for logs and `--print-config`.
+  /// The URL as logs and `--print-config` show it: see `redacted(_:)`.
   public var description: String { Self.redacted(url) }
 
-  /// Any text as a URL, without what could be a `user:password@`: for
-  /// messages about a URL that did not parse, too.
+  /// Any text as a URL, shown without what may be a secret: receivers often
+  /// take one as userinfo, in the path (`/hooks/T0KEN`) or in the query
+  /// (`?token=…`). Only `scheme://host[:port]` is kept; when anything else
+  /// was there, a marker with the first 8 hex digits of the whole text's
+  /// SHA-256 stands for it, so that an operator can tell endpoints on one
+  /// host apart (`printf %s URL | sha256sum`) without the log holding the
+  /// secret. A text that did not parse is shown the same way.
   public static func redacted(_ text: String) -> String {
     let scheme = text.firstRange(of: "://").map { text[..<$0.upperBound] } ?? ""
     let rest = text.dropFirst(scheme.count)
     let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-    guard let at = authority.lastIndex(of: "@") else { return text }
-    return String(scheme) + String(rest[rest.index(after: at)...])
+    let host = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] }
+    let kept = String(scheme) + String(host ?? authority)
+    guard text != kept, text != kept + "/" else { return text }
+    let digest = SHA256.digest(Array(text.utf8))
+    let digits = String((0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(digest[$1]) }, radix: 16)
+    return kept + "/[redacted:" + String(repeating: "0", count: 8 - digits.count) + digits + "]"
   }
 }
 

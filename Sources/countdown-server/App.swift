@@ -228,7 +228,7 @@ final class App {
           "msg": LogValue(
             "--data :memory:: sessions are kept in memory only and a restart loses them")
         ])
-      return Sessions(clock: wallClock)
+      return Sessions(answers: IdempotencyCache(limits: options.idempotency), clock: wallClock)
     }
     return openStore()
   }
@@ -245,6 +245,7 @@ final class App {
       var settings = RedisSequencer.Settings(address: redis, epoch: epoch, password: password)
       // Each command records its event in the events stream, in its own call.
       settings.recordsEvents = options.webhook.enabled
+      settings.idempotencyLimits = options.idempotency
       // hiredis runs on the service thread's loop, outside lws's callbacks:
       // its results change the hub at once, and the server pushes them.
       let cluster = RedisSequencer(settings: settings, clock: redisClock)
@@ -275,7 +276,8 @@ final class App {
             "msg": LogValue("a damaged row was moved to the damaged_sessions table"),
           ])
       }
-      let remembered = try store.loadAnswers(now: wallClock.nowMilliseconds())
+      let remembered = try store.loadAnswers(
+        now: wallClock.nowMilliseconds(), into: IdempotencyCache(limits: options.idempotency))
       for entry in remembered.damaged {
         log.warn(
           "idempotency_answer_dropped",

@@ -34,6 +34,8 @@ struct Options {
   /// The file `server.apiTokens` was read from (the tokens are never shown).
   var apiTokenFile: String?
   var webhook = WebhookOptions()
+  /// The Idempotency-Key answers a session, a client address and everyone may hold.
+  var idempotency = IdempotencyLimits()
 
   /// Where each option's effective value came from.
   enum Source: Equatable, CustomStringConvertible {
@@ -230,6 +232,11 @@ extension Options {
       help: "WebSocket connections from one address (default\n"
         + "4096, for audiences behind one NAT); past it an\nupgrade gets HTTP 429."),
     .integer(
+      "--ipv6-prefix", "BITS", .limits, AddressBudget.ipv6PrefixRange, \.server.ipv6Prefix,
+      help: "Leading bits of an IPv6 client address that name its\n"
+        + "per-address budgets, 32-128 (default 64: one /64\nis one client); IPv4 counts per address."
+    ),
+    .integer(
       "--max-sessions", "N", .limits, 1...10_000_000, \.hub.maxSessions,
       help: "Live sessions (default 100000); joining a new one\n"
         + "past it gets too_many_sessions and close 1013."),
@@ -237,6 +244,20 @@ extension Options {
       "--max-sessions-per-address", "N", .limits, 1...10_000_000, \.hub.maxSessionsPerAddress,
       help: "Running or paused sessions started from one client\n"
         + "address (default 1000); a start past it gets\ntoo_many_sessions."),
+    .integer(
+      "--max-idempotency-keys-per-session", "N", .limits, 1...10_000_000,
+      \.idempotency.perSession,
+      help: "Idempotency-Key answers one session holds (a day\n"
+        + "each; default 1000); a new key past it gets\nrate_limited (429) and is not applied."),
+    .integer(
+      "--max-idempotency-keys-per-address", "N", .limits, 1...10_000_000,
+      \.idempotency.perAddress,
+      help: "Idempotency-Key answers one client address holds\n"
+        + "(default 1000); a new key past it gets rate_limited."),
+    .integer(
+      "--max-idempotency-keys", "N", .limits, 1...100_000_000, \.idempotency.total,
+      help: "Idempotency-Key answers held in all (default\n"
+        + "100000); a new key past it gets rate_limited."),
     .integer(
       "--max-commands-per-second", "N", .limits, 1...100_000, \.commandsPerSecond,
       help: "Commands per connection per second (default 20);\n"
@@ -256,9 +277,11 @@ extension Options {
       help: "Comma-separated origins (e.g. https://a.example)\n"
         + "whose pages may connect, besides the server's own;\n'*' allows any. Repeatable.",
       apply: { o, v, n throws(UsageError) in
-        let origins = v.split(separator: ",").map { String($0.trimmingPrefix(" ")).lowercased() }
-        guard !origins.isEmpty else { throw UsageError(message: "\(n) needs origins, not '\(v)'") }
-        o.server.allowedOrigins += origins
+        do throws(AllowedOrigins.ParseError) {
+          o.server.allowedOrigins += try AllowedOrigins.parse(v)
+        } catch {
+          throw UsageError(message: "\(n) \(error.description)")
+        }
       },
       show: { $0.server.allowedOrigins.joined(separator: ",") },
       reset: { $0.server.allowedOrigins = [] }),

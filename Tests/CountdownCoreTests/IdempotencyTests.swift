@@ -203,36 +203,88 @@ final class HoldingStore: SessionStore {
     #expect(hub.record(of: "s")?.revision == 2)
   }
 
-  /// The cache keeps at most `perSession` keys per session and `total` in all, dropping the oldest, and prunes by age.
-  @Test func cacheIsBounded() {
-    var cache = IdempotencyCache(perSession: 2, total: 3)
-    func entry(_ session: String, _ key: String, at: Int64) -> IdempotencyEntry {
-      IdempotencyEntry(
-        session: session, key: key, fingerprint: "cancel", answer: .rejected(.notRunning), at: at)
+  /// Past a limit (per session, per address, in all) a new key is not
+  /// admitted, and nothing already held is dropped for it; a day on, room
+  /// comes back as the oldest expire.
+  @Test func cacheRefusesPastItsLimitsAndNeverEvicts() {
+    var cache = IdempotencyCache(limits: IdempotencyLimits(perSession: 2, perAddress: 3, total: 4))
+    func add(_ session: String, _ key: String, from address: String, at: Int64) -> Bool {
+      guard cache.admits(session: session, address: address, now: at) else { return false }
+      cache.insert(
+        IdempotencyEntry(
+          session: session, key: key, fingerprint: "cancel", answer: .rejected(.notRunning),
+          at: at, address: address), now: at)
+      return true
     }
-    cache.insert(entry("a", "1", at: t0), now: t0)
-    cache.insert(entry("a", "2", at: t0 + 1), now: t0 + 1)
-    cache.insert(entry("a", "3", at: t0 + 2), now: t0 + 2)
-    #expect(cache.lookup(session: "a", key: "1", now: t0 + 2) == nil)
-    #expect(cache.lookup(session: "a", key: "3", now: t0 + 2) != nil)
-    cache.insert(entry("b", "1", at: t0 + 3), now: t0 + 3)
-    cache.insert(entry("c", "1", at: t0 + 4), now: t0 + 4)
-    #expect(cache.count == 3)
-    #expect(cache.lookup(session: "a", key: "2", now: t0 + 4) == nil)
-    #expect(cache.evicted == 2)
-    // Past a day an entry reads as absent, and the next insert drops it.
-    let late = t0 + 3 + IdempotencyKey.keepMs
-    #expect(cache.lookup(session: "b", key: "1", now: late) == nil)
-    #expect(cache.lookup(session: "c", key: "1", now: late) != nil)
-    cache.insert(entry("d", "1", at: late), now: late)
-    #expect(cache.count == 2)
-    #expect(cache.evicted == 2)
-    for n in 0..<5000 {
-      cache.insert(entry("e", String(n), at: late + Int64(n)), now: late + Int64(n))
+    #expect(add("a", "1", from: "x", at: t0) && add("a", "2", from: "x", at: t0 + 1))
+    #expect(!add("a", "3", from: "y", at: t0 + 2), "the session holds its 2")
+    #expect(add("b", "1", from: "x", at: t0 + 3))
+    #expect(!add("c", "1", from: "x", at: t0 + 4), "the address holds its 3")
+    #expect(add("c", "1", from: "y", at: t0 + 5))
+    #expect(!add("d", "1", from: "z", at: t0 + 6), "the server holds its 4")
+    // Unknown addresses count against the session and the total only.
+    #expect(cache.count(ofAddress: "") == 0 && cache.count(ofAddress: "x") == 3)
+    for (session, key) in [("a", "1"), ("a", "2"), ("b", "1"), ("c", "1")] {
+      #expect(cache.lookup(session: session, key: key, now: t0 + 6) != nil, "\(session) \(key)")
     }
-    #expect(cache.count == 3)
-    #expect(cache.lookup(session: "e", key: "4999", now: late + 5000) != nil)
-    #expect(cache.lookup(session: "e", key: "4997", now: late + 5000) == nil)
+    #expect(cache.count == 4)
+    // A failed write's entry goes, and gives its place back.
+    cache.remove(session: "c", key: "1")
+    #expect(add("d", "1", from: "z", at: t0 + 7))
+    // A day after the first key, it alone has gone: one place each.
+    let late = t0 + IdempotencyKey.keepMs
+    #expect(cache.lookup(session: "a", key: "1", now: late) == nil)
+    #expect(add("a", "3", from: "x", at: late))
+    #expect(!add("a", "4", from: "x", at: late))
+    #expect(cache.lookup(session: "a", key: "2", now: late) != nil)
+    // Ten thousand refusals later, the cache holds what it held.
+    for n in 0..<10_000 { _ = add("a", "flood\(n)", from: "x", at: late + 1) }
+    #expect(cache.count == 4)
+  }
+
+  /// From one address on one session, keyed HTTP commands past the session's
+  /// limit get rate_limited (429) with the limit named, and are not applied;
+  /// another session's earlier key, from another address, still replays its
+  /// first answer and is not applied twice.
+  @Test func hubRefusesNewKeysPastTheLimit() throws {
+    let limits = IdempotencyLimits(perSession: 3, perAddress: 5, total: 100)
+    let sequencer = LocalSequencer(answers: IdempotencyCache(limits: limits))
+    let hub = Hub(config: HubConfig(), sequencer: sequencer)
+    var request: RequestID = 0
+    func send(_ body: String, _ session: String, key: String, peer: String, at: Int64)
+      -> RequestAnswer?
+    {
+      request += 1
+      hub.command(
+        Array(body.utf8), session: session, authority: .none, peer: peer, request: request,
+        idempotencyKey: key, now: at)
+      var answer: RequestAnswer?
+      hub.drainAnswers { answer = $1 }
+      return answer
+    }
+    let first = try #require(
+      send(#"{"op":"start","seconds":60}"#, "other", key: "theirs", peer: "192.0.2.9", at: t0))
+    #expect(first.code == nil)
+    var codes: [String] = []
+    for n in 0..<30 {
+      let answer = send(
+        #"{"op":"cancel"}"#, "flood", key: "k\(n)", peer: "198.51.100.1", at: t0 + Int64(n) * 100)
+      codes.append(answer?.code?.rawValue ?? "ack")
+    }
+    #expect(codes.prefix(3).allSatisfy { $0 == "not_running" })
+    #expect(codes.dropFirst(3).allSatisfy { $0 == "rate_limited" })
+    #expect(sequencer.answers.count == 4)
+    let refused = try #require(
+      send(#"{"op":"cancel"}"#, "flood", key: "new", peer: "198.51.100.1", at: t0 + 5000))
+    #expect(String(decoding: refused.body, as: UTF8.self).contains("Idempotency-Key"))
+    // A retry of a key the session holds is still answered.
+    let retried = send(#"{"op":"cancel"}"#, "flood", key: "k1", peer: "198.51.100.1", at: t0 + 5100)
+    #expect(retried?.code == .notRunning)
+    let replay = try #require(
+      send(
+        #"{"op":"start","seconds":60}"#, "other", key: "theirs", peer: "192.0.2.9", at: t0 + 6000))
+    #expect(replay == first)
+    #expect(hub.record(of: "other")?.revision == 1)
   }
 
   /// A stored entry is input: each field out of range names its damage.
@@ -262,6 +314,16 @@ final class HoldingStore: SessionStore {
     bad = good
     bad.answer = .applied(SessionRecord(duration: -1))
     #expect(bad.damage != nil)
+    for address in ["a b", "\u{0}", "é", String(repeating: "f", count: 65)] {
+      bad = good
+      bad.address = address
+      #expect(bad.damage != nil, "address \(address.prefix(8))")
+    }
+    for address in ["", "?", "198.51.100.7", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"] {
+      bad = good
+      bad.address = address
+      #expect(bad.damage == nil, "address \(address)")
+    }
   }
 
   /// The answer is a pure function of what is remembered: the same entry renders the same bytes in another hub.

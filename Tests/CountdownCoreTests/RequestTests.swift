@@ -151,6 +151,40 @@ import Testing
     #expect(answers(hub).map { $0.1.code } == [nil, .forbidden, nil])
   }
 
+  /// In key mode on one server, a key presented for a session that does not exist is refused
+  /// and creates nothing, so the session's first visitor still becomes its controller.
+  @Test func keyForAMissingSessionCreatesNothing() {
+    let hub = Hub(config: HubConfig(control: .key))
+    for junk in ["0123456789abcdef", String(repeating: "f", count: 32), "", "\u{0}"] {
+      hub.command(
+        bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key(junk), peer: "a",
+        request: 1, now: t0)
+    }
+    #expect(answers(hub).map { $0.1.code } == Array(repeating: .forbidden, count: 4))
+    #expect(hub.sessionCount == 0)
+    var visitor = FakeViewer(id: hub.join("s", now: t0))
+    visitor.read(from: hub, now: t0)
+    #expect(visitor.last("snapshot")?["role"] as? String == "controller")
+  }
+
+  /// Where the sequencer cannot tell (a cluster), a caller that read the
+  /// cluster and found no session has the key refused the same way; a key
+  /// for a session that may be held elsewhere goes on to the sequencer.
+  @Test func keyForASessionTheClusterLacksCreatesNothing() {
+    let sequencer = HeldSequencer()
+    #expect(!sequencer.knowsEverySession)
+    let hub = Hub(config: HubConfig(control: .key), sequencer: sequencer)
+    hub.command(
+      bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key("k"), peer: "a",
+      request: 1, existsNowhere: true, now: t0)
+    #expect(answers(hub).map { $0.1.code } == [.forbidden])
+    #expect(hub.sessionCount == 0 && sequencer.held.isEmpty)
+    hub.command(
+      bytes(#"{"op":"start","seconds":5}"#), session: "s", authority: .key("k"), peer: "a",
+      request: 2, now: t0)
+    #expect(hub.sessionCount == 1)
+  }
+
   /// A token's command tells the sequencer so (a cluster's function skips its key check then).
   @Test func tokenFlagReachesTheSequencer() {
     let sequencer = HeldSequencer()
@@ -247,6 +281,42 @@ import Testing
     #expect(!whileFull)
     let aSecondOn = limits.take(["new"], rate: 5, now: 1000)
     #expect(aSecondOn)
-    #expect(limits.count == 1)
+    #expect(limits.count <= RequestLimits.maxEntries)
+  }
+
+  /// A flood of new addresses against a full table costs each request a
+  /// few looks at the table, not a pass over it, and the table stays at its size.
+  @Test func floodOfNewAddressesIsConstantWorkPerRequest() {
+    var limits = RequestLimits(capacity: 1000)
+    var taken = 0
+    for index in 0..<1000 where limits.take(["a:\(index)"], rate: 5, now: 0) { taken += 1 }
+    #expect(taken == 1000)
+    let before = limits.visited
+    var refused = 0
+    for index in 0..<1000 where !limits.take(["b:\(index)"], rate: 5, now: 10) { refused += 1 }
+    #expect(refused == 1000)
+    #expect(limits.visited - before <= 1000 * (RequestLimits.dropsPerRequest + 1))
+    #expect(limits.count == 1000)
+    // Once the table's buckets sit idle a second, each new address takes an idle one's place.
+    var later = 0
+    for index in 0..<1001 where limits.take(["c:\(index)"], rate: 5, now: 2000) { later += 1 }
+    #expect(later == 1000)
+    #expect(limits.count == 1000)
+  }
+
+  /// A bucket in use keeps its place while idle ones go, oldest first.
+  @Test func busyBucketOutlivesIdleOnes() {
+    var limits = RequestLimits(capacity: 2)
+    let first = [
+      limits.take(["a"], rate: 1, now: 0), limits.take(["b"], rate: 1, now: 0),
+      limits.take(["a"], rate: 1, now: 1500),
+    ]
+    #expect(first == [true, true, true])
+    // b is idle, a was used just now: c takes b's place.
+    let newcomer = limits.take(["c"], rate: 1, now: 1600)
+    #expect(newcomer)
+    // a's bucket is still the one it emptied: a second command within the second is refused.
+    let again = limits.take(["a"], rate: 1, now: 1700)
+    #expect(!again)
   }
 }

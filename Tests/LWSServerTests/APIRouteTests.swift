@@ -17,11 +17,18 @@ import Testing
     #expect(route(.get, "/api/v1/sessions/abc/events") == .events(session: "abc"))
     #expect(route(.get, "/api/v1/openapi.json") == .openAPI)
     #expect(route(.get, "/api/v1/sessions") == .list(after: nil, limit: 100))
-    #expect(route(.post, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
     #expect(
-      route(.get, "/api/v1/sessions/abc/commands") == .refuse(.methodNotAllowed(allow: "POST")))
+      route(.post, "/api/v1/sessions/abc")
+        == .refuse(.methodNotAllowed(allow: "GET, HEAD, OPTIONS")))
+    #expect(
+      route(.get, "/api/v1/sessions/abc/commands")
+        == .refuse(.methodNotAllowed(allow: "POST, OPTIONS")))
     #expect(route(.options, "/api/v1/sessions/abc/commands") == .preflight(methods: "POST"))
-    #expect(route(.other, "/api/v1/sessions/abc") == .refuse(.methodNotAllowed(allow: "GET")))
+    #expect(
+      route(.delete, "/api/v1/sessions/abc")
+        == .refuse(.methodNotAllowed(allow: "GET, HEAD, OPTIONS")))
+    #expect(route(.post, "/qr.svg") == .qrCode)
+    #expect(route(.options, "/qr.svg") == .refuse(.methodNotAllowed(allow: "POST")))
   }
 
   /// Unknown paths, bad session ids and trailing parts are 404, never another route.
@@ -126,7 +133,7 @@ import Testing
 /// An answer's bytes on the wire.
 @Suite struct APIResponseTests {
   /// Status line, the answer's headers then the extra ones, the length of the
-  /// body, and `connection: close` only when asked for.
+  /// body, and `connection: close` on every answer.
   @Test func wireForm() {
     let body = Array(#"{"a":1}"#.utf8)
     let text = String(
@@ -134,11 +141,10 @@ import Testing
         extra: [("vary", "origin")]), as: UTF8.self)
     #expect(text.hasPrefix("HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"))
     #expect(text.contains("retry-after: 1\r\nvary: origin\r\n"))
-    #expect(text.contains("content-length: 7\r\n"))
-    #expect(!text.contains("connection: close"))
+    #expect(text.contains("content-length: 7\r\nconnection: close\r\n"))
     #expect(text.hasSuffix("\r\n\r\n{\"a\":1}"))
     let closing = String(
-      decoding: APIResponse(.tooLarge, close: true).bytes(extra: []), as: UTF8.self)
+      decoding: APIResponse(.tooLarge).bytes(extra: []), as: UTF8.self)
     #expect(closing.hasPrefix("HTTP/1.1 413 ") && closing.contains("connection: close\r\n"))
   }
 }
@@ -168,5 +174,42 @@ import Testing
     }
     #expect(throws: APITokens.ParseError.none) { try APITokens(parsing: Array("\n\n".utf8)) }
     #expect(throws: APITokens.ParseError.self) { try APITokens(file: "/nonexistent/tokens") }
+  }
+}
+
+/// What the server answers to bytes lws's HTTP parser gave up on.
+@Suite struct UnparsedRequestTests {
+  /// A method token with a target is 501, JSON only under the API prefix.
+  @Test func aMethodLwsDoesNotKnowIsNotImplemented() {
+    for (line, api) in [
+      ("TRACE /api/v1/sessions/a HTTP/1.1\r\n", true), ("QUERY /api/v1 HTTP/1.1\r\n", true),
+      ("FOO /api/v1?x=1 HTTP/1.1\r\n", true), ("TRACE / HTTP/1.1\r\n", false),
+      ("CONNECT example.com:443 HTTP/1.1\r\n", false), ("TRACE /api/v1x HTTP/1.1\r\n", false),
+      ("TRACE /api/v1/a", true),
+    ] {
+      let request = UnparsedRequest(Array(line.utf8))
+      #expect(request.status == 501, "\(line)")
+      #expect(request.api == api, "\(line)")
+    }
+  }
+
+  /// Bytes that are no request line are 400 and never JSON, at the edges.
+  @Test func aLineThatIsNoRequestIsBad() {
+    for bytes in [
+      Array("GARBAGE\r\n\r\n".utf8), [0, 1, 2], [], Array(" / HTTP/1.1\r\n".utf8),
+      [0xff, 0xfe, 0x20, 0x2f], Array(repeating: UInt8(ascii: "M"), count: 33) + [0x20, 0x2f],
+      Array("GET\0 /api/v1 HTTP/1.1".utf8), Array(repeating: UInt8(ascii: "a"), count: 4096),
+    ] {
+      let request = UnparsedRequest(bytes)
+      #expect(request.status == 400, "\(bytes.prefix(8))")
+      #expect(!request.api)
+    }
+  }
+
+  /// Allow names every method a resource answers: HEAD beside GET, and OPTIONS.
+  @Test func allowNamesEveryMethod() {
+    #expect(APIRoute.allow("GET") == "GET, HEAD, OPTIONS")
+    #expect(APIRoute.allow("GET", head: false) == "GET, OPTIONS")
+    #expect(APIRoute.allow("POST") == "POST, OPTIONS")
   }
 }

@@ -78,6 +78,25 @@ import Testing
         == .countdown(session: "abc"))
   }
 
+  /// Two addresses of one IPv6 /64 share one per-address budget; another
+  /// /64 has its own, and so has a server told to count by /128.
+  @Test func ipv6CountsByPrefix() {
+    var budget = admission(max: 10, perAddress: 2)
+    _ = budget.admitted(peer: "2001:db8:1:2::1")
+    _ = budget.admitted(peer: "2001:db8:1:2:ffff:ffff:ffff:ffff")
+    #expect(budget.count(of: "2001:db8:1:2::77") == 2)
+    #expect(budget.decide(upgrade("/ws/abc", peer: "2001:db8:1:2::3")) == .refuse(.perIP))
+    #expect(
+      budget.decide(upgrade("/ws/abc", peer: "2001:db8:1:3::1")) == .countdown(session: "abc"))
+    var config = ServerConfig()
+    config.maxConnectionsPerIP = 1
+    config.ipv6Prefix = 128
+    var exact = Admission(config: config)
+    _ = exact.admitted(peer: "2001:db8::1")
+    #expect(exact.decide(upgrade("/ws/abc", peer: "2001:db8::2")) == .countdown(session: "abc"))
+    #expect(exact.decide(upgrade("/ws/abc", peer: "2001:db8::1")) == .refuse(.perIP))
+  }
+
   /// WebSockets and event streams share one budget, in all and per address,
   /// and a released connection gives its place back.
   @Test func oneBudgetForBothTransports() {

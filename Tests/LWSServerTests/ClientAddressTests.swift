@@ -74,6 +74,40 @@ import Testing
   }
 }
 
+/// The name a client's per-address budgets count under.
+@Suite struct AddressBudgetTests {
+  /// IPv4 and IPv4-mapped IPv6 count per address; IPv6 by its prefix, at
+  /// every edge of the range; what is not an address counts as itself.
+  @Test func keysAtTheEdges() {
+    let byDefault = AddressBudget()
+    let cases: [(String, String)] = [
+      ("198.51.100.7", "198.51.100.7"), ("::ffff:198.51.100.7", "198.51.100.7"),
+      ("::ffff:c633:6407", "198.51.100.7"), ("0.0.0.0", "0.0.0.0"),
+      ("255.255.255.255", "255.255.255.255"),
+      ("::1", "::/64"), ("::", "::/64"),
+      ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"), ("2001:db8:1:2::", "2001:db8:1:2::/64"),
+      ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+      ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "ffff:ffff:ffff:ffff::/64"),
+      // Not an address: its own budget, never merged with another's.
+      ("?", "?"), ("", ""), ("1.2.3", "1.2.3"),
+    ]
+    for (peer, key) in cases {
+      #expect(byDefault.key(peer) == key, "\(peer)")
+    }
+    let v6 = "2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff"
+    #expect(AddressBudget(ipv6Prefix: 32).key(v6) == "2001:db8::/32")
+    #expect(AddressBudget(ipv6Prefix: 48).key(v6) == "2001:db8:aaaa::/48")
+    #expect(AddressBudget(ipv6Prefix: 56).key(v6) == "2001:db8:aaaa:bb00::/56")
+    #expect(AddressBudget(ipv6Prefix: 127).key(v6) == "2001:db8:aaaa:bbbb:cccc:dddd:eeee:fffe/127")
+    #expect(AddressBudget(ipv6Prefix: 128).key(v6) == "2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff/128")
+    #expect(AddressBudget(ipv6Prefix: 128).key("::ffff:10.1.2.3") == "10.1.2.3")
+    // Out of range, a prefix is held to the range rather than trusted.
+    #expect(AddressBudget(ipv6Prefix: 0).ipv6Prefix == 32)
+    #expect(AddressBudget(ipv6Prefix: .max).ipv6Prefix == 128)
+    #expect(AddressBudget(ipv6Prefix: .min).ipv6Prefix == 32)
+  }
+}
+
 @Suite struct ForwardedForTests {
   let proxies = TrustedProxies([CIDR("127.0.0.0/8")!, CIDR("10.0.0.0/8")!, CIDR("::1")!])
 

@@ -109,7 +109,8 @@ import Testing
         phase: .paused, duration: 9, remainingMs: 4000, revision: 3, overtime: true,
         warnAtSeconds: 60, dangerAtSeconds: 10, message: "Wrap up", blackout: true),
       session: "s", epoch: "E", channel: "c", deadline: 77, nonce: "n", presented: hash,
-      byToken: true, fingerprint: "start until 1700000060000 fin", events: true)
+      byToken: true, fingerprint: "start until 1700000060000 fin", events: true,
+      limits: IdempotencyLimits(perSession: 7, perAddress: 8, total: 9))
     #expect(arguments.count == CommandCall.Slot.allCases.count)
     let expected: [CommandCall.Slot: String] = [
       .epoch: "E", .channel: "c", .session: "s", .op: "start", .first: "until",
@@ -119,7 +120,7 @@ import Testing
       .byToken: "1", .fingerprint: "start until 1700000060000 fin", .events: "1",
       .overtime: "1", .warnAtSeconds: "60", .dangerAtSeconds: "10", .overMs: "-",
       .baseMessage: "Wrap up", .blackout: "1", .overtimeOption: "1", .warnOption: "120",
-      .dangerOption: "30",
+      .dangerOption: "30", .idemPerSession: "7", .idemPerAddress: "8", .idemTotal: "9",
     ]
     for slot in CommandCall.Slot.allCases {
       #expect(arguments[slot.index] == expected[slot], "\(slot)")

@@ -50,6 +50,90 @@ import Testing
     return found
   }
 
+  /// Sends a keyed HTTP command to `instance` from `peer` and waits for its answer.
+  func request(
+    _ instance: Instance, _ body: String, _ session: String, key: String, peer: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) -> RequestAnswer? {
+    instance.hub.command(
+      Array(body.utf8), session: session, authority: .none, peer: peer, request: 1,
+      idempotencyKey: key, now: now())
+    var found: RequestAnswer?
+    waitFor(loop, "the answer", sourceLocation: sourceLocation) {
+      instance.hub.drainAnswers { found = $1 }
+      return found != nil
+    }
+    return found
+  }
+
+  /// An answer's code, "ack", or "key_refused" for the rate_limited of a
+  /// new key past the limits (which names them).
+  func outcome(_ answer: RequestAnswer?) -> String {
+    guard let answer else { return "none" }
+    if answer.code == .rateLimited,
+      String(decoding: answer.body, as: UTF8.self).contains("Idempotency-Key")
+    {
+      return "key_refused"
+    }
+    return answer.code?.rawValue ?? "ack"
+  }
+
+  /// How many keys Redis holds whose names start with `prefix`.
+  func keys(_ prefix: String) throws -> Int {
+    try redis.blocking().command(["KEYS", prefix + "*"]).elements?.count ?? -1
+  }
+
+  /// New keys past a session's limit (and past an address's, on other
+  /// sessions) are refused rate_limited on either instance and stored
+  /// nowhere, so Redis's keys stay bounded; another session's earlier key,
+  /// from another address, still replays and applies once.
+  @Test func newKeysPastTheLimitsAreRefused() throws {
+    let limits = IdempotencyLimits(perSession: 5, perAddress: 8, total: 1000)
+    // A rate that never binds, so every rate_limited here is a key refused.
+    let a = Instance(
+      redis, loop: loop, epoch: epoch, idempotencyLimits: limits, commandsPerSecond: 100_000)
+    let b = Instance(
+      redis, loop: loop, epoch: epoch, idempotencyLimits: limits, commandsPerSecond: 100_000)
+    connected(a, b)
+    let theirs = try #require(
+      request(b, #"{"op":"start","seconds":600}"#, "other", key: "theirs", peer: "192.0.2.9"))
+    #expect(theirs.code == nil)
+    var codes: [String] = []
+    for n in 0..<40 {
+      let instance = n.isMultiple(of: 2) ? a : b
+      let answer = request(
+        instance, #"{"op":"cancel"}"#, "flood", key: "k\(n)", peer: "2001:db8::/64")
+      codes.append(outcome(answer))
+    }
+    #expect(codes.prefix(5).allSatisfy { $0 == "not_running" }, "\(codes)")
+    #expect(codes.dropFirst(5).allSatisfy { $0 == "key_refused" }, "\(codes)")
+    // The same address on other sessions: 3 more keys reach its 8.
+    var elsewhere: [String] = []
+    for n in 0..<10 {
+      let answer = request(a, #"{"op":"cancel"}"#, "flood\(n)", key: "e", peer: "2001:db8::/64")
+      elsewhere.append(outcome(answer))
+    }
+    #expect(
+      elsewhere == Array(repeating: "not_running", count: 3)
+        + Array(repeating: "key_refused", count: 7))
+    #expect(try keys("countdown:idem:") == 9)
+    let held = try redis.blocking()
+    #expect(
+      try held.command(["ZCARD", RedisSequencer.heldKeysKey(session: "flood")]) == .integer(5))
+    #expect(
+      try held.command(["ZCARD", RedisSequencer.heldKeysKey(address: "2001:db8::/64")])
+        == .integer(8))
+    #expect(try held.command(["ZCARD", RedisSequencer.heldKeysKey]) == .integer(9))
+    // A retry of a held key is answered as before; the other session's replays.
+    #expect(
+      request(b, #"{"op":"cancel"}"#, "flood", key: "k2", peer: "2001:db8::/64")?.code
+        == .notRunning)
+    let replay = request(
+      a, #"{"op":"start","seconds":600}"#, "other", key: "theirs", peer: "192.0.2.9")
+    #expect(replay == theirs)
+    #expect(try revision("other") == "1")
+  }
+
   func revision(_ session: String) throws -> String? {
     try redis.blocking().command(["HGET", RedisSequencer.sessionKey(session), "revision"]).text
   }

@@ -173,10 +173,12 @@ final class Instance {
   init(
     _ redis: RedisProcess, loop: LibevLoop, epoch: String, control: ControlMode = .open,
     timeoutMs: Int64 = 2000, checkIntervalMs: Int64 = 5000, heartbeatTTLMs: Int64 = 3000,
-    recordsEvents: Bool = false
+    recordsEvents: Bool = false, idempotencyLimits: IdempotencyLimits = IdempotencyLimits(),
+    commandsPerSecond: Double = 20
   ) {
     var settings = RedisSequencer.Settings(address: redis.address, epoch: epoch)
     settings.recordsEvents = recordsEvents
+    settings.idempotencyLimits = idempotencyLimits
     settings.timeoutMs = timeoutMs
     settings.checkIntervalMs = checkIntervalMs
     settings.heartbeatTTLMs = heartbeatTTLMs
@@ -184,6 +186,7 @@ final class Instance {
     var config = HubConfig()
     config.control = control
     config.recordsEvents = recordsEvents
+    config.commandsPerSecond = commandsPerSecond
     hub = Hub(config: config, epoch: epoch, sequencer: sequencer)
     sequencer.hub = hub
     sequencer.start(on: loop)

@@ -90,6 +90,74 @@ import Testing
     #expect(second.record(of: "s")?.endsAt == t0 + 90_000)
   }
 
+  /// One address sending new keys on one session past the session's limit
+  /// leaves the table at the limit (each refused key writes nothing); every
+  /// row keeps its address, so after a reopen the limits count the same and
+  /// another session's key, from another address, still replays.
+  @Test func rowsStayWithinTheLimits() throws {
+    let fixture = try Fixture()
+    defer { fixture.finish() }
+    let limits = IdempotencyLimits(perSession: 20, perAddress: 30, total: 1000)
+    func hub(_ store: SQLiteStore, _ answers: IdempotencyCache) -> Hub {
+      Hub(config: HubConfig(), sequencer: LocalSequencer(store: store, answers: answers))
+    }
+    var completed = 0
+    var request: RequestID = 0
+    func send(
+      _ hub: Hub, _ store: Fixture?, _ body: String, _ session: String, key: String, peer: String,
+      at: Int64
+    ) -> RequestAnswer? {
+      request += 1
+      hub.command(
+        Array(body.utf8), session: session, authority: .none, peer: peer, request: request,
+        idempotencyKey: key, now: at)
+      var answer: RequestAnswer?
+      hub.drainAnswers { answer = $1 }
+      guard answer == nil, let store else { return answer }
+      completed += 1
+      for completion in store.completions.wait(for: completed).suffix(1) {
+        hub.complete(completion.ticket, completion.outcome, now: at)
+      }
+      hub.drainAnswers { answer = $1 }
+      return answer
+    }
+    let first = hub(fixture.store, IdempotencyCache(limits: limits))
+    let theirs = try #require(
+      send(
+        first, fixture, #"{"op":"start","seconds":600}"#, "other", key: "theirs",
+        peer: "192.0.2.9", at: t0))
+    var refused = 0
+    for n in 0..<300 {
+      let answer = send(
+        first, fixture, #"{"op":"cancel"}"#, "flood", key: "k\(n)", peer: "2001:db8::/64",
+        at: t0 + 1 + Int64(n) * 50)
+      if answer?.code == .rateLimited { refused += 1 }
+    }
+    #expect(refused == 280)
+    #expect(try rows(fixture.path) == 21)
+    fixture.store.close()
+
+    let reopened = try SQLiteStore.open(path: fixture.path)
+    defer { reopened.close() }
+    let loaded = try reopened.loadAnswers(
+      now: t0 + 20_000, into: IdempotencyCache(limits: limits))
+    #expect(loaded.answers.count(ofSession: "flood") == 20)
+    #expect(loaded.answers.count(ofAddress: "2001:db8::/64") == 20)
+    #expect(loaded.answers.count(ofAddress: "192.0.2.9") == 1)
+    let second = hub(reopened, loaded.answers)
+    second.restore(try reopened.load().sessions, now: t0 + 20_000)
+    let more = send(
+      second, nil, #"{"op":"cancel"}"#, "flood", key: "after", peer: "2001:db8::/64",
+      at: t0 + 20_000)
+    #expect(more?.code == .rateLimited)
+    let replay = send(
+      second, nil, #"{"op":"start","seconds":600}"#, "other", key: "theirs", peer: "192.0.2.9",
+      at: t0 + 20_100)
+    #expect(replay == theirs)
+    #expect(second.record(of: "other")?.revision == 1)
+    #expect(try rows(fixture.path) == 21)
+  }
+
   /// Rows older than a day go: in the transaction that adds a row, and at load.
   @Test func prunesADayOn() throws {
     let fixture = try Fixture()

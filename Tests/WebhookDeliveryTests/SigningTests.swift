@@ -87,8 +87,37 @@ import Testing
         try WebhookEndpoint(parsing: bad)
       }
     }
+  }
+
+  /// Logs and --print-config show only scheme://host[:port]: a secret in the userinfo, the
+  /// path or the query is replaced by one marker, the whole URL's SHA-256 prefix.
+  @Test func shownURLHidesPathQueryAndPassword() throws {
+    // printf %s 'https://u:p@h.example/x' | sha256sum
     #expect(
-      try WebhookEndpoint(parsing: "https://u:p@h.example/x").description == "https://h.example/x")
+      try WebhookEndpoint(parsing: "https://u:p@h.example/x").description
+        == "https://h.example/[redacted:d576aa16]")
+    for (url, shown) in [
+      ("https://hooks.example.com/PATH-SECRET", "https://hooks.example.com"),
+      ("https://hooks.example.com/hook?token=QUERY-SECRET", "https://hooks.example.com"),
+      ("http://[::1]:8080/x#FRAGMENT-SECRET", "http://[::1]:8080"),
+      ("http://127.0.0.1:9?token=QUERY-SECRET", "http://127.0.0.1:9"),
+      ("http://user:PASSWORD@127.0.0.1:9", "http://127.0.0.1:9"),
+    ] {
+      let description = try WebhookEndpoint(parsing: url).description
+      #expect(description.hasPrefix(shown + "/[redacted:"), "\(description)")
+      #expect(!description.contains("SECRET") && !description.contains("PASSWORD"))
+    }
+    // Nothing to hide: shown as given.
+    for url in ["https://h.example", "https://h.example/", "http://[::1]:8080/"] {
+      #expect(try WebhookEndpoint(parsing: url).description == url)
+    }
+    // Two endpoints on one host stay apart.
+    #expect(
+      WebhookEndpoint.redacted("https://h.example/a")
+        != WebhookEndpoint.redacted("https://h.example/b"))
+    // Text that did not parse is shown the same way (the --webhook error message).
+    #expect(WebhookEndpoint.redacted("ftp://u:p@h/SECRET").hasPrefix("ftp://h/[redacted:"))
+    #expect(!WebhookEndpoint.redacted("h/SECRET").contains("SECRET"))
   }
 
   /// The event filter takes the seven types, in any order with spaces after commas, and nothing else.

@@ -422,6 +422,50 @@ def test_key_stays_out_of_urls(key_server, browser_tools, pool, session_id):
         d.quit()
 
 
+def network_log(driver) -> tuple[dict, dict]:
+    """Chromium's network log: each request (its URL, method and body) and each response's
+    headers (lowercased), by request id."""
+    import json
+
+    requests, headers = {}, {}
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg["method"] == "Network.requestWillBeSent":
+            requests[msg["params"]["requestId"]] = msg["params"]["request"]
+        elif msg["method"] == "Network.responseReceived":
+            headers[msg["params"]["requestId"]] = {k.lower(): v for k, v in msg["params"]["response"]["headers"].items()}
+    return requests, headers
+
+
+def test_controller_qr_code_keeps_the_key_out_of_urls(key_server, browser_tools, session_id):
+    """Unfolding the controller link draws its QR code without the key in any URL the
+    browser sends (Chromium's own network log): the page POSTs the link to /qr.svg as the
+    body, gets it back `no-store`, and shows it from a data: URL; the viewer link's code
+    stays a GET that caches may keep."""
+    d = pk.make_driver(browser_tools, performance_log=True)
+    loaded = "const i = document.getElementById(arguments[0]); return i.complete && i.naturalWidth > 0 && !i.hidden"
+    try:
+        open_as(d, pk.page_url(key_server, session_id), "controller")
+        key = page_key(d)
+        KEYS_SEEN.add(key)
+        d.execute_script("document.getElementById('share').open = true")
+        pk.wait(d, 5, lambda d: d.execute_script(loaded, "viewer-qr"), "the viewer link's code")
+        d.execute_script("document.getElementById('share-controller').open = true")
+        pk.wait(d, 5, lambda d: d.execute_script(loaded, "controller-qr"), "the controller link's code")
+        requests, headers = network_log(d)
+        carrying = [r["url"] for r in requests.values() if key in r["url"]]
+        assert not carrying, f"request URLs carry the key: {carrying}"
+        assert d.execute_script("return document.getElementById('controller-qr').src").startswith("data:image/svg+xml")
+        posts = [i for i, r in requests.items() if r["method"] == "POST" and r["url"].endswith("/qr.svg")]
+        assert posts, f"no POST /qr.svg among {[r['url'] for r in requests.values()]}"
+        assert all(headers[i].get("cache-control") == "no-store" for i in posts), [headers[i] for i in posts]
+        gets = [i for i, r in requests.items() if r["method"] == "GET" and "/qr.svg?text=" in r["url"]]
+        assert gets and all("max-age" in headers.get(i, {}).get("cache-control", "") for i in gets if i in headers)
+    finally:
+        pk.drain_console(d, HERE)
+        d.quit()
+
+
 def test_new_controller_link(key_server, pool, session_id):
     """"New controller link" asks first (No focused; No changes nothing), then gives
     this page a new key: its controller link changes and says so, the co-host holding

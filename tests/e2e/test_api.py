@@ -149,15 +149,15 @@ async def test_a_ci_job_waits_then_says_done_or_failed(api, session_id):
     await viewer.close()
 
 
-def test_keep_alive_carries_many_transactions(api, session_id):
-    """One HTTP/1.1 connection carries reads and commands one after another."""
+def test_each_transaction_closes_its_connection(api, session_id):
+    """Every answer says connection: close and ends its connection; a client that
+    reconnects (http.client does) carries reads and commands one after another."""
     conn = http.client.HTTPConnection(api.host, api.port, timeout=5)
-    conn.connect()
-    local = conn.sock.getsockname()
     for op in ({"op": "start", "seconds": 30}, {"op": "pause"}, {"op": "resume"}, {"op": "cancel"}):
-        assert command(conn, session_id, op).status == 200
+        answer = command(conn, session_id, op)
+        assert answer.status == 200 and answer.header("connection") == "close"
+        assert conn.sock is None, "the connection was kept"
         assert read(conn, session_id).status == 200
-    assert conn.sock.getsockname() == local, "the connection was not kept"
     conn.close()
 
 
@@ -254,7 +254,7 @@ def test_unknown_routes_and_methods(api, session_id):
         missing = request(api, "GET", path, check=False)
         assert missing.status == 404 and missing.json["type"] == "error", path
     wrong = request(api, "GET", f"/api/v1/sessions/{session_id}/commands", check=False)
-    assert wrong.status == 405 and wrong.header("allow") == "POST" and wrong.json["type"] == "error"
+    assert wrong.status == 405 and wrong.header("allow") == "POST, OPTIONS" and wrong.json["type"] == "error"
     assert request(api, "POST", f"/api/v1/sessions/{session_id}", {"op": "cancel"}, check=False).status == 405
     assert request(api, "DELETE", f"/api/v1/sessions/{session_id}", check=False).status == 405
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -409,6 +409,24 @@ async def test_key_mode_token_and_controller_key(keyed, session_id):
         assert secret not in keyed.stderr()
 
 
+@run_async
+async def test_a_refused_key_creates_no_session(keyed, session_id):
+    """Key mode: a bearer that is no token, POSTed to a session that does not exist, is refused
+    with 403 and creates nothing: no session (the metric), no row, no key; so the session's first
+    visitor still becomes its controller, and is shown its key."""
+    created = scrape(keyed.host, keyed.port)[("countdown_sessions_created_total", frozenset())]
+    for junk in ("0123456789abcdef", "x" * 16, "f" * 32):
+        refused = command(keyed, session_id, {"op": "start", "seconds": 60}, token=junk)
+        assert refused.status == 403 and refused.json["code"] == "forbidden", refused.json
+    assert scrape(keyed.host, keyed.port)[("countdown_sessions_created_total", frozenset())] == created
+    assert rows(keyed, session_id) == 0
+    visitor = await Client.connect(keyed.ws_url(session_id))
+    assert visitor.snapshot["role"] == "controller" and len(visitor.snapshot["key"]) == 32, visitor.snapshot
+    ok = command(keyed, session_id, {"op": "start", "seconds": 60}, token=visitor.snapshot["key"])
+    assert ok.status == 200, ok.json
+    await visitor.close()
+
+
 def test_curl_drives_a_session(api, session_id):
     """Debian's curl can start, read and cancel a session."""
     url = f"{api.http_base}/api/v1/sessions/{session_id}"
@@ -430,7 +448,12 @@ async def test_cluster_reads_create_nothing_and_commands_with_token_and_key(sess
     tokens = token_file(TOKEN)
     servers = [start_server("--redis", redis.url, "--control", "key", "--api-token-file", tokens) for _ in range(2)]
     try:
-        before = set(redis.command("KEYS", "*").splitlines())
+        # The instances' heartbeats add countdown:instances on their own timer: the
+        # keys are taken once it is there, so only what the read might add is compared.
+        deadline = time.monotonic() + 10
+        while "countdown:instances" not in (before := set(redis.command("KEYS", "*").splitlines())):
+            assert time.monotonic() < deadline, f"no heartbeat: {sorted(before)}"
+            time.sleep(0.02)
         assert read(servers[0], session_id).json["state"]["phase"] == "idle"
         assert set(redis.command("KEYS", "*").splitlines()) == before
         viewer = await Client.connect(servers[1].ws_url(session_id))
@@ -448,3 +471,29 @@ async def test_cluster_reads_create_nothing_and_commands_with_token_and_key(sess
         for server in servers:
             server.stop_and_check()
         redis.stop()
+
+
+@pytest.mark.skipif(not Path(REDIS_SERVER).exists(), reason="redis-server is not installed")
+@run_async
+async def test_cluster_a_refused_key_creates_no_session(session_id):
+    """Cluster, key mode: a bearer that is no token, POSTed on A to a session that exists
+    nowhere, is refused with 403 and writes nothing for it to Redis, so the first visitor, on
+    B, becomes its controller; that controller's key then commands it through A."""
+    redis = Redis()
+    servers = [start_server("--redis", redis.url, "--control", "key") for _ in range(2)]
+    try:
+        for junk in ("0123456789abcdef", "x" * 16):
+            refused = command(servers[0], session_id, {"op": "start", "seconds": 60}, token=junk)
+            assert refused.status == 403 and refused.json["code"] == "forbidden", refused.json
+        assert [k for k in redis.command("KEYS", "*").splitlines() if session_id in k] == []
+        visitor = await Client.connect(servers[1].ws_url(session_id))
+        assert visitor.snapshot["role"] == "controller" and len(visitor.snapshot["key"]) == 32
+        ok = command(servers[0], session_id, {"op": "start", "seconds": 60}, token=visitor.snapshot["key"])
+        assert ok.status == 200, ok.json
+        await visitor.wait_phase("running")
+        await visitor.close()
+    finally:
+        for server in servers:
+            server.stop_and_check()
+        redis.stop()
+

@@ -316,6 +316,28 @@ def test_bad_flag_value_exits_2_naming_it(flag, bad, allowed):
     assert flag in err and f"'{bad}'" in err and allowed in err, err
 
 
+@pytest.mark.parametrize("bad", ["31", "129", "0", "-1", "64.5", "0x40", "9223372036854775808",
+                                 "-9223372036854775809", "1e400", "64\x01", "6" * 4096, ""])
+def test_ipv6_prefix_out_of_range_exits_2(bad):
+    """--ipv6-prefix takes 32 to 128 bits: anything else, at the edges and beyond, exits 2
+    naming the flag and the range (one budget per /31 or wider would lump providers
+    together). Loopback has no second IPv6 client address, so how the prefix keys the
+    caps is tested in the unit tests (AddressBudgetTests, AdmissionTests)."""
+    res = run_cli("--ipv6-prefix", bad)
+    assert res.returncode == 2, res
+    err = res.stderr.decode()
+    assert "--ipv6-prefix" in err and "32 to 128" in err, err
+
+
+def test_ipv6_prefix_edges_are_taken():
+    """32 and 128 are taken, by flag or variable; the default is 64."""
+    assert config_table(run_cli("--print-config").stdout.decode())["--ipv6-prefix"] == ("64", "default")
+    for value in ("32", "128"):
+        res = run_cli("--print-config", env={"COUNTDOWN_IPV6_PREFIX": value})
+        assert res.returncode == 0, res.stderr
+        assert config_table(res.stdout.decode())["--ipv6-prefix"] == (value, "COUNTDOWN_IPV6_PREFIX")
+
+
 def test_help_names_every_variable_and_readme_lists_every_flag():
     """--help shows each option's variable; the README's command-line table lists every
     flag with its variable, so the documentation cannot fall behind the option table."""

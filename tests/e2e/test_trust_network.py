@@ -5,13 +5,15 @@ built binary over raw sockets, so the test writes every header byte:
   or more is no longer taken as absent, and one that cannot be read refuses;
 - on a non-loopback --host the name a page was served under is its own origin;
 - POST /origin-check tells a refused page why, naming --allow-origin;
-- --trusted-proxy takes the client's address from X-Forwarded-For.
+- --trusted-proxy takes the client's address from X-Forwarded-For;
+- a bad --allow-origin entry stops the server at start.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import time
 import uuid
 
@@ -20,7 +22,7 @@ import pytest
 from cdclient import run_async
 from opskit import log_lines, wait_event, wait_log
 from rawws import RawWS
-from serverproc import start_server
+from serverproc import server_binary, start_server
 
 LOOP = "127.0.0.1"
 
@@ -312,6 +314,39 @@ async def test_trusted_proxy_counts_each_forwarded_client():
 
 
 @run_async
+async def test_ipv6_clients_count_by_their_prefix():
+    """Behind a trusted proxy (the one way a loopback test can show many client
+    addresses): two addresses of one IPv6 /64 share one per-IP budget, another /64 has
+    its own, an IPv4-mapped address counts as its IPv4 address, the log still names the
+    whole address; with --ipv6-prefix 128 each IPv6 address counts alone."""
+    srv = start_server("--trusted-proxy", "127.0.0.1", "--max-connections-per-ip", "1",
+                       "--log-format", "json")
+    try:
+        held = [await upgrade(srv, headers=forwarded(a))
+                for a in ("2001:db8:1:2::1", "2001:db8:1:3::1", "198.51.100.7")]
+        assert [ws.status for ws in held] == [101, 101, 101]
+        assert await status(srv, headers=forwarded("2001:db8:1:2:ffff:ffff:ffff:ffff")) == 429
+        line = wait_event(srv, "upgrade_refused", cause="per_ip")
+        assert line["peer"] == "2001:db8:1:2:ffff:ffff:ffff:ffff", line
+        assert await status(srv, headers=forwarded("::ffff:198.51.100.7")) == 429
+        assert await status(srv, headers=forwarded("2001:db8:1:4::1")) == 101
+        for ws in held:
+            ws.close()
+    finally:
+        srv.stop_and_check()
+    srv = start_server("--trusted-proxy", "127.0.0.1", "--max-connections-per-ip", "1",
+                       "--ipv6-prefix", "128")
+    try:
+        held = await upgrade(srv, headers=forwarded("2001:db8:1:2::1"))
+        assert held.status == 101
+        assert await status(srv, headers=forwarded("2001:db8:1:2::2")) == 101
+        assert await status(srv, headers=forwarded("2001:db8:1:2::1")) == 429
+        held.close()
+    finally:
+        srv.stop_and_check()
+
+
+@run_async
 async def test_without_the_flag_the_header_changes_nothing():
     """Without --trusted-proxy, X-Forwarded-For is ignored: every connection counts as
     its TCP peer, and the log shows that peer."""
@@ -377,3 +412,17 @@ def test_origin_check_is_not_on_the_metrics_port():
         assert post(srv.port, "/origin-check", {"Origin": "http://x.example", "Content-Length": "0"})[0] == 200
     finally:
         srv.stop_and_check()
+
+
+@pytest.mark.parametrize("value", ["null", "https://a.example/", "https://a.example/path", "https://a.example:65536",
+                                   "https://good.example,,https://b.example", "",
+                                   "https://" + "a" * 4096 + ".example"],
+                         ids=["null", "slash", "path", "port", "empty-entry", "empty", "4kb"])
+def test_a_bad_allow_origin_exits_2_naming_it(value):
+    """--allow-origin is checked as --frame-ancestors is: `null` (what a sandboxed iframe on
+    any site sends), a path, a trailing slash, a port past 65535, an empty entry or a 4 KB
+    origin stops the server at start with exit 2 and a reason naming the flag."""
+    res = subprocess.run([str(server_binary()), "--port", "0", "--allow-origin", value], capture_output=True,
+                         text=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2, res
+    assert "--allow-origin" in res.stderr and "listening on" not in res.stdout, res

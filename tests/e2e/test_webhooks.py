@@ -5,6 +5,7 @@ signed and verified with PyPI's standardwebhooks, is in the tests below them."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.server
 import re
 import signal
@@ -91,10 +92,12 @@ def test_bad_secrets_exit_2_without_showing_them(content: str, words: str, tmp_p
 
 
 def test_a_refused_url_is_shown_without_its_password(secret_file: Path):
-    """A URL refused at start-up is echoed without what could be a user:password@."""
-    res = run_cli("--webhook", "ftp://user:hunter2@127.0.0.1/x", "--webhook-secret-file", str(secret_file))
-    assert_usage_error(res, "ftp://127.0.0.1/x")
-    assert b"hunter2" not in res.stderr
+    """A URL refused at start-up is echoed as the logs show one: without what could be a
+    user:password@, a path or a query."""
+    res = run_cli("--webhook", "ftp://user:hunter2@127.0.0.1/x?token=QUERY-SECRET", "--webhook-secret-file",
+                  str(secret_file))
+    assert_usage_error(res, shown_url("ftp://user:hunter2@127.0.0.1/x?token=QUERY-SECRET"))
+    assert b"hunter2" not in res.stderr and b"SECRET" not in res.stderr
 
 
 def test_missing_secret_file_exits_2(tmp_path: Path):
@@ -119,16 +122,28 @@ def test_bad_webhook_values_exit_2(flag: str, value: str, secret_file: Path):
                        flag)
 
 
+def shown_url(url: str) -> str:
+    """A webhook URL as logs and --print-config show it: scheme://host[:port] and, when
+    anything else was there, a marker with the whole URL's SHA-256 prefix."""
+    base = re.match(r"[a-z]+://(?:[^/?#]*@)?([^/?#]*)", url)
+    kept = url[:url.index("://") + 3] + base.group(1)
+    if url in (kept, kept + "/"):
+        return url
+    return f"{kept}/[redacted:{hashlib.sha256(url.encode()).hexdigest()[:8]}]"
+
+
 def test_print_config_shows_the_path_and_never_the_secret(secret_file: Path):
-    """--print-config shows the secret file's path, the URL without its password, and no secret."""
+    """--print-config shows the secret file's path, the URLs without their password, path or
+    query (each told apart by its fingerprint), and no secret."""
     res = run_cli("--webhook", "http://user:hunter2@127.0.0.1:9/hook", "--webhook", URL,
                   "--webhook-secret-file", str(secret_file), "--webhook-events",
                   "session.finished, session.started", "--print-config")
     out = res.stdout.decode()
     assert res.returncode == 0, res
-    assert "hunter2" not in out and SECRET[6:] not in out
+    assert "hunter2" not in out and SECRET[6:] not in out and "/hook" not in out
     lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    assert lines["--webhook"][0] == "http://127.0.0.1:9/hook,http://127.0.0.1:9/hook"
+    assert lines["--webhook"][0] == shown_url("http://user:hunter2@127.0.0.1:9/hook") + "," + shown_url(URL)
+    assert lines["--webhook"][0].count("/[redacted:") == 2 and len(set(lines["--webhook"][0].split(","))) == 2
     assert lines["--webhook-secret-file"][0] == str(secret_file)
     assert lines["--webhook-events"][0] == "session.started,session.finished"
     assert lines["--webhook-retry-for"][0] == "86400"
@@ -141,10 +156,36 @@ def test_webhook_flags_come_from_the_environment(secret_file: Path):
     res = run_cli("--print-config", env=env)
     assert res.returncode == 0, res
     out = res.stdout.decode()
-    assert "http://127.0.0.1:1/env" in out and "COUNTDOWN_WEBHOOK_TIMEOUT" in out
+    assert shown_url("http://127.0.0.1:1/env") in out and "COUNTDOWN_WEBHOOK_TIMEOUT" in out
     res = run_cli("--print-config", "--webhook", URL, env=env)
     out = res.stdout.decode()
-    assert URL in out and "/env" not in out
+    assert shown_url(URL) in out and "127.0.0.1:1/" not in out
+
+
+SECRET_URLS = ["http://127.0.0.1:9/hooks/PATH-SECRET", "http://127.0.0.1:9/hook?token=QUERY-SECRET",
+               "http://user:PASSWORD-SECRET@127.0.0.1:9/hook"]
+
+
+def test_secrets_in_webhook_urls_stay_out_of_logs_and_print_config(tmp_path: Path, secret_file: Path):
+    """A secret in a webhook URL's path, query or userinfo is in neither the `starting` nor the
+    `webhooks_on` line nor --print-config: each shows scheme://host[:port] and a fingerprint."""
+    args = [arg for url in SECRET_URLS for arg in ("--webhook", url)]
+    shown = ",".join(shown_url(url) for url in SECRET_URLS)
+    printed = run_cli(*args, "--webhook-secret-file", str(secret_file), "--print-config")
+    assert printed.returncode == 0, printed
+    assert b"SECRET" not in printed.stdout + printed.stderr, printed
+    row = [line.split() for line in printed.stdout.decode().splitlines() if line.startswith("--webhook ")]
+    assert row[0][1] == shown, row
+    srv = start_server(*args, "--webhook-secret-file", str(secret_file), "--data", str(tmp_path / "c.db"),
+                       "--log-format", "json")
+    try:
+        on = wait_log(srv, lambda line: line["event"] == "webhooks_on", what="webhooks_on")
+        assert on["endpoints"] == shown, on
+        starting = wait_log(srv, lambda line: line["event"] == "starting", what="starting")
+        assert starting["webhook"] == shown, starting
+        assert "SECRET" not in srv.stderr()
+    finally:
+        srv.stop_and_check()
 
 
 # -- Delivery, end to end: a real outbox (SQLite), a receiver on a loopback port ----------
