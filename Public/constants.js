@@ -11,7 +11,7 @@ export const CONTRACT = Object.freeze({
   "untilAheadMs": { "min": 1000, "max": 2592000000 },
   "epochMs": { "min": 0, "max": 253402300799999 },
   "durationSeconds": { "min": 0, "max": 2147483647 },
-  "idMaxLength": { "number": 32, "string": 128 },
+  "idMaxLength": { "string": 128 },
   "pingTMaxLength": 32,
   "errorEchoMaxLength": 32,
   "finishedLabelMaxLength": 64,

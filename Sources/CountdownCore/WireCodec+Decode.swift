@@ -36,12 +36,12 @@ extension WireCodec {
       return .failure(CommandError(.badRequest, "a command must be a JSON object"))
     }
     var id: CommandID?
-    if let raw = fields["id"] {
+    if let raw = fields["id"], raw != .null {
       guard let parsed = CommandID(raw) else {
         return .failure(
           CommandError(
             .badRequest,
-            "id must be a number of at most \(CommandID.maxNumberLength) characters or a string of at most \(CommandID.maxStringLength)"
+            "id must be null, an integer from -2^63 to 2^63-1 or a string of at most \(CommandID.maxStringLength) characters"
           ))
       }
       id = parsed

@@ -8,7 +8,7 @@ public enum WireCodec {
   public static let maxKeyLength = 128
 
   /// The longest ping `t` literal; the pong repeats it.
-  public static let maxPingTLength = CommandID.maxNumberLength
+  public static let maxPingTLength = 32
   /// Client text quoted in an error message is cut to this many characters,
   /// so an error costs about the same whatever the client sent.
   public static let maxEchoLength = 32

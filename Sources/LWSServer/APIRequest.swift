@@ -224,12 +224,15 @@ enum APICommandHeaders {
     return .success(value)
   }
 
-  /// The bearer credential of `Authorization`, if any.
+  /// The bearer credential of `Authorization`, if any. Any other credential
+  /// (another scheme, a token with a space) is one that is not accepted, as a
+  /// wrong token is: the OpenAPI document's bearer scheme says nothing of a
+  /// token's form, so the form is no reason for a `400`.
   static func bearer(_ authorization: String?) -> Result<String?, APIRefusal> {
     guard let authorization else { return .success(nil) }
     let parts = authorization.split(separator: " ", omittingEmptySubsequences: true)
     guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-      return .failure(.badHeader("Authorization must be Bearer <token>"))
+      return .failure(.forbidden("Authorization must be Bearer <token>"))
     }
     return .success(String(parts[1]))
   }

@@ -56,7 +56,20 @@ extension CountdownServer {
     // A cap or a drain passes: say when to come back (EventSource itself
     // gives up on any status but 200, but curl loops and proxies read it).
     let retry = cause.status == 503 || cause.status == 429
-    return .refused(status: cause.status, headers: retry ? Self.retryAfter : "", answer: nil)
+    // An error object, as every answer under /api/v1 is (the OpenAPI document's).
+    let error: CommandError
+    switch cause {
+    case .origin: error = CommandError(.forbidden, "streams are not opened for this origin")
+    case .perIP: error = CommandError(.rateLimited, "too many connections from this address")
+    case .totalCap, .draining, .sessionCap:
+      error = CommandError(.unavailable, "the server cannot take another stream now")
+    case .badSessionID: error = CommandError(.badRequest, "not a session id")
+    case .badVersion, .badKey, .badHeader: error = CommandError(.badRequest, "a malformed request")
+    }
+    return .refused(
+      status: cause.status, headers: retry ? Self.retryAfter : "",
+      answer: HTTPAnswer(
+        status: cause.status, type: "application/json", body: WireCodec.error(error)))
   }
 
   private static let retryAfter = "retry-after: 5\r\n"

@@ -68,7 +68,6 @@ import Testing
         == SessionRecord.epochMsRange)
     #expect(range(contract["durationSeconds"]) == SessionRecord.durationRange)
     let id = try #require(contract["idMaxLength"] as? [String: Int])
-    #expect(id["number"] == CommandID.maxNumberLength)
     #expect(id["string"] == CommandID.maxStringLength)
     #expect(contract["pingTMaxLength"] as? Int == WireCodec.maxPingTLength)
     #expect(contract["errorEchoMaxLength"] as? Int == WireCodec.maxEchoLength)

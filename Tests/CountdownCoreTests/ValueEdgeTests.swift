@@ -8,11 +8,11 @@ import Testing
   let t0: Int64 = 1_700_000_000_000
 
   /// Literals no command field takes: past Int64 both ways, past UInt64,
-  /// doubles past the range, -0 and 0 (the integer 0), fractions and exponents.
+  /// doubles past the range, -0 and 0 (the integer 0), fractions.
   static let neverValid = [
     "-9223372036854775808", "9223372036854775807", "9223372036854775808", "-9223372036854775809",
     "18446744073709551616", "1e308", "-1e308", "1e400", "-1e400", "-0", "0", "0.0", "-0.0",
-    "1.0", "1e2", String(repeating: "9", count: 400), "\"5\"", "null", "true", "[]",
+    "1.5", "1e-1", "0.55e1", String(repeating: "9", count: 400), "\"5\"", "null", "true", "[]",
   ]
 
   func code(_ text: String) -> ErrorCode? { errorCode(text) }
@@ -23,10 +23,11 @@ import Testing
     #expect(code(#"{"op":"start","seconds":\#(literal)}"#) == .badRequest, "\(literal)")
   }
 
-  /// The range's own bounds decode.
+  /// The range's own bounds decode, however the integer is written.
   @Test func startSecondsBounds() throws {
-    for seconds in [SessionRecord.secondsRange.lowerBound, SessionRecord.secondsRange.upperBound] {
-      let message = try decode(#"{"op":"start","seconds":\#(seconds)}"#).get()
+    let bounds = [SessionRecord.secondsRange.lowerBound, SessionRecord.secondsRange.upperBound]
+    for (literal, seconds) in zip(["1", "86400", "1.0", "8.64e4"], bounds + bounds) {
+      let message = try decode(#"{"op":"start","seconds":\#(literal)}"#).get()
       #expect(message.request == .command(.start(.seconds(seconds), finishedLabel: nil)))
     }
   }
@@ -224,15 +225,25 @@ import Testing
     #expect(paused.damage == nil)
   }
 
-  /// The JSON integer conversion reports what does not fit rather than trapping
-  /// or rounding: -0 is 0, ±2^63 past Int's ends and doubles are not integers.
+  /// The JSON integer conversion is JSON Schema's `integer`: the value, not
+  /// the spelling (-0 is 0, `1.0` is 1, `1E2` is 100), and it reports what does
+  /// not fit rather than trapping or rounding: ±2^63 past Int's ends and
+  /// fractions are not integers, however long the digits or the exponent.
   @Test func jsonIntegers() {
-    #expect(JSONValue.number("-0").integer == 0)
-    #expect(JSONValue.number("-9223372036854775808").integer == Int.min)
-    #expect(JSONValue.number("9223372036854775807").integer == Int.max)
+    let exact: [(String, Int)] = [
+      ("-0", 0), ("0e999999999999999999", 0), ("-0.0e-5", 0), ("1.0", 1), ("1E2", 100),
+      ("1.5e1", 15), ("100e-2", 1), ("14693.0", 14693), ("-9223372036854775808", .min),
+      ("9223372036854775807", .max), ("9.223372036854775807e18", .max),
+      ("-9.223372036854775808E+18", .min),
+      ("1" + String(repeating: "0", count: 4000) + "e-4000", 1),
+    ]
+    for (literal, value) in exact {
+      #expect(JSONValue.number(literal).integer == value, "\(literal)")
+    }
     for literal in [
       "9223372036854775808", "-9223372036854775809", "18446744073709551616", "1e308",
-      "1e400", "1.0", "1E2", String(repeating: "9", count: 4000),
+      "1e400", "1e19", "9.223372036854775808e18", "1.5", "1e-1", "1e-400",
+      "1e999999999999999999", String(repeating: "9", count: 4000),
     ] {
       #expect(JSONValue.number(literal).integer == nil, "\(literal)")
     }

@@ -55,7 +55,7 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     "[]", "42", "null", #"{"seconds":5}"#, #"{"op":"jump"}"#, #"{"op":5}"#,
     #"{"op":"start","seconds":0}"#, #"{"op":"start","seconds":86401}"#,
     #"{"op":"start","seconds":"5"}"#, #"{"op":"start","seconds":2.5}"#,
-    #"{"op":"start","seconds":1e2}"#, #"{"op":"start","seconds":null}"#,
+    #"{"op":"start","seconds":1e5}"#, #"{"op":"start","seconds":null}"#,
     #"{"op":"start","finishedLabel":5}"#, #"{"op":"start","finishedLabel":""}"#,
     #"{"op":"start","seconds":99999999999999999999999}"#,
   ])
@@ -86,6 +86,26 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
     }
     #expect(badID.code == .badRequest)
     #expect(badID.id == nil)
+  }
+
+  /// An id is null (no id), an integer within ±2^63 (echoed as one) or a string of
+  /// at most 128 scalars, exactly what the OpenAPI document's CommandID says; a fraction is refused.
+  @Test func idRule() throws {
+    func echoed(_ id: String) throws -> String? {
+      try decode(#"{"op":"cancel","id":\#(id)}"#).get().id.map { text($0.json) }
+    }
+    #expect(try echoed("null") == nil)
+    #expect(try echoed("-9223372036854775808") == "-9223372036854775808")
+    #expect(try echoed("9223372036854775807") == "9223372036854775807")
+    #expect(try echoed("14693.0") == "14693")
+    let string = String(repeating: "é", count: 128)
+    #expect(try echoed(#""\#(string)""#) == #""\#(string)""#)
+    for bad in [
+      "9223372036854775808", "-9223372036854775809", "1e400", "7.5", "1e-1", "true", "[]",
+      #""\#(string)x""#,
+    ] {
+      #expect(errorCode(#"{"op":"cancel","id":\#(bad)}"#) == .badRequest, "\(bad)")
+    }
   }
 
   /// Duplicate keys are refused rather than silently resolved.
