@@ -10,12 +10,11 @@ This file is also Schemathesis's hook module (SCHEMATHESIS_HOOKS): the hooks bel
 every exclusion, each with its reason. Two kinds:
 - rules of the server that JSON Schema cannot state, stated in the document's prose
   and tested on their own in test_openapi_rules.py;
-- what the framing layer (Callbacks.swift, lws) does that the document cannot promise:
-  a 501 to TRACE and QUERY; marked "until the framing fix lands": lws 4.1.6 reading a
-  header whose name is a prefix of one it knows together with the next, a request past
-  lws's header space or its fragments (or with a NUL in a URL argument) closed
-  unanswered, a session id cut at a CR or LF, and an unreadable since answered
-  text/plain.
+- what lws 4.1.6 does before the server sees a request, which the document cannot
+  promise (docs/operating.md, HTTP framing, with lws's source lines): a header whose
+  name is a prefix of one lws knows read together with the next, and a request past
+  lws's header space or its fragments, or with a NUL in a URL argument, closed
+  unanswered.
 """
 
 from __future__ import annotations
@@ -48,10 +47,8 @@ MAX_EXAMPLES = 40
 MAX_SECONDS = 45
 
 # Methods the coverage phase sends to every path besides the documented ones, expecting
-# 405 with Allow. TRACE and QUERY are left out: the server answers them 501 (a method it
-# does not implement), which Schemathesis counts as a server error; the framing layer's
-# choice, to be settled there.
-UNEXPECTED_METHODS = ["get", "put", "post", "delete", "options", "patch"]
+# 405 with Allow: every one, TRACE and QUERY (which lws does not know) included.
+UNEXPECTED_METHODS = ["get", "put", "post", "delete", "options", "patch", "trace", "query"]
 
 pytestmark = pytest.mark.skipif(SCHEMATHESIS is None, reason="schemathesis is not installed")
 hook = schemathesis.hook if schemathesis else (lambda function: function)
@@ -107,12 +104,12 @@ def arguments(case) -> int:
 @hook
 def before_call(context, case, kwargs):
     # A header lws merges with the next one (swallows_next_header) hides an Idempotency-Key
-    # or a Last-Event-ID behind it: left out until the framing fix lands.
+    # or a Last-Event-ID behind it, before any callback: left out (lws's limit).
     for name in [name for name in (case.headers or {}) if swallows_next_header(str(name))]:
         del case.headers[name]
     # Past lws's header space, or its fragments (MAX_ARGUMENTS), the connection is closed
     # without a status (operating.md, Limits): extra headers, then URL arguments, are
-    # dropped until the request fits, until the framing fix lands.
+    # dropped until the request fits (lws's limit).
     for part in (case.headers, case.query):
         while part and (head_bytes(case) > HEAD_BYTES or arguments(case) > MAX_ARGUMENTS):
             del part[list(part)[-1]]
@@ -153,16 +150,6 @@ DEPTH_REFUSAL = "JSON nested deeper than 16 levels"
 
 @hook
 def filter_failure(context, failure, case, response):
-    # Until the framing fix lands: a stream whose since or Last-Event-ID cannot be read
-    # is refused text/plain by Callbacks.swift (openEventStream), not with an error object.
-    kind = response.headers.get("content-type", [""])[0].split(";")[0]
-    if "/events" in str(response.request.url) and (response.status_code, kind) == (400, "text/plain"):
-        return False
-    # Until the framing fix lands: lws ends a decoded path at a CR or LF, so a session id
-    # with one (`M%0DN`) is read as the id before it (`M`) instead of being refused.
-    ids = [str(v) for v in (case.path_parameters or {}).values()]
-    if failure.code == "ST201" and any("\r" in v or "\n" in v for v in ids):
-        return False
     if failure.code == "ST202" and (
             (response.status_code == 400 and _message(response) in STATE_REFUSALS | {DEPTH_REFUSAL})
             or response.status_code == 413):
@@ -195,8 +182,8 @@ def _schemathesis(server, directory: Path) -> subprocess.Popen:
         "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
         "--max-examples", str(MAX_EXAMPLES), "--max-time", str(MAX_SECONDS),
         "--workers", "1", "--request-timeout", "5", "--generation-database", "none",
-        # No NUL in generated strings until the framing fix lands: one in a URL argument
-        # makes the server drop the connection unanswered. NUL in a body is
+        # No NUL in generated strings: lws drops a request with one in a URL argument
+        # unanswered, before any callback (lws's limit). NUL in a body is
         # test_openapi_rules.py's.
         "--generation-allow-x00", "false",
         "--no-color", "--output-truncate", "false",

@@ -227,8 +227,9 @@ def test_a_refused_stream_is_answered_with_an_error_object(api):
     assert answer.json["type"] == "error" and answer.json["code"] == "forbidden", answer.json
 
 
-@pytest.mark.xfail(strict=True, reason="until the framing fix lands: lws 4.1.6 reads a header whose name is a "
-                                       "proper prefix of one it knows ('A:') and the next header as one")
+@pytest.mark.xfail(strict=True, reason="lws 4.1.6's limit (docs/operating.md, HTTP framing): it reads a header "
+                                       "whose name is a proper prefix of one it knows ('A:') and the next as one, "
+                                       "before any callback; strict, so a fixed lws shows here")
 def test_a_header_after_a_one_letter_header_is_still_read(api):
     """An Idempotency-Key that breaks the document's pattern is refused even after a
     header named `A`: found by Schemathesis, which sends such names. Today lws folds
