@@ -1,6 +1,6 @@
 // Pure logic for the countdown page: no DOM, no sockets, no timers, no globals.
 // Everything here takes its inputs as arguments (including the time and the
-// randomness), so it can be unit-tested with `node --test tests/js/` and is
+// randomness), so it can be unit-tested with `node --test IntegrationTests/js/` and is
 // used by app.js unchanged. Every rule the server shares with the page comes
 // from CONTRACT (constants.js), never from a copy here.
 

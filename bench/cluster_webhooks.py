@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path.insert(0, str(ROOT / "IntegrationTests" / "e2e"))
 
 from serverproc import start_server  # noqa: E402
 from test_cluster import Redis  # noqa: E402

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(REPO / "IntegrationTests" / "e2e"))
 
 from cdclient import Client  # noqa: E402
 from serverproc import start_server  # noqa: E402

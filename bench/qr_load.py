@@ -27,7 +27,7 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(REPO / "IntegrationTests" / "e2e"))
 from cdclient import SUBPROTOCOL  # noqa: E402
 from serverproc import start_server  # noqa: E402
 

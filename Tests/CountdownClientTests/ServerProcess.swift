@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The built `countdown-server`, started on a loopback port for one test, as
-/// tests/e2e/serverproc.py starts it: `--port 0` (or a given port), the port read from the
+/// IntegrationTests/e2e/serverproc.py starts it: `--port 0` (or a given port), the port read from the
 /// one line it prints on stdout, a fresh SQLite file unless the test passes `--data`.
 final class ServerProcess: @unchecked Sendable {
   static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

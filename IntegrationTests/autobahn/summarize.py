@@ -89,7 +89,7 @@ def main():
         "Autobahn|Testsuite 0.8.2 fuzzingclient against countdown-server --autobahn-echo (/echo)",
         "libwebsockets 4.1.6 (Debian), cases 12.* and 13.* (compression) excluded.",
         "Written by scripts/autobahn from artifacts/autobahn/report/index.json.",
-        "Non-OK cases and why: tests/autobahn/README.md.",
+        "Non-OK cases and why: IntegrationTests/autobahn/README.md.",
         "",
         "%d cases: %s" % (len(cases), ", ".join(
             "%d %s" % (count, name) for name, count in sorted(counts.items(), key=lambda kv: -kv[1]))),

@@ -97,7 +97,7 @@ async def test_missing_key_gets_400(server):
 
 
 # -- frame rules lws 4.1.6 does not enforce ------------------------------------------------
-# Listed with their lws source lines in tests/autobahn/README.md. These tests pin what
+# Listed with their lws source lines in IntegrationTests/autobahn/README.md. These tests pin what
 # happens today, so that an lws upgrade that changes it is noticed and the list updated.
 
 @run_async

@@ -20,7 +20,7 @@ import pytest
 BROWSER_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BROWSER_DIR.parent.parent
 sys.path.insert(0, str(BROWSER_DIR))
-sys.path.insert(0, str(REPO_ROOT / "tests" / "e2e"))  # serverproc.py: start the built binary
+sys.path.insert(0, str(REPO_ROOT / "IntegrationTests" / "e2e"))  # serverproc.py: start the built binary
 
 from serverproc import start_server  # noqa: E402
 

@@ -3,7 +3,7 @@ kind of answer. What lws writes for the main listener (the files, the endpoints,
 the event stream) names the list in its CSP and carries no X-Frame-Options; what the
 server writes itself (the API, refusals) and the metrics listener keep the deny; without
 the flag everything is as before. The browser's side (an iframe shown or refused) is
-tests/browser/test_views.py."""
+IntegrationTests/browser/test_views.py."""
 
 from __future__ import annotations
 
