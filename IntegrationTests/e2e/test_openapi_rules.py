@@ -237,3 +237,33 @@ def test_a_header_after_a_one_letter_header_is_still_read(api):
     answer = request(api, "POST", f"/api/v1/sessions/{fresh()}/commands", {"op": "blackout", "on": True},
                      {"A": "x", "Idempotency-Key": "a b"})
     assert answer.status == 400, (answer.status, answer.body)
+
+
+# -- methods ----------------------------------------------------------------------------------
+def concrete(path: str) -> str:
+    return path.replace("{id}", fresh())
+
+
+@pytest.mark.parametrize("path", sorted(DOCUMENT["paths"]))
+def test_the_methods_documented_are_the_ones_the_server_allows(api, path):
+    """Each path's operations in the document are exactly the methods its 405 names in
+    Allow: a method answered but undocumented (HEAD, once) or documented but refused
+    fails here."""
+    answer = request(api, "DELETE", concrete(path), check=False)
+    assert answer.status == 405 and answer.json["code"] == "bad_request", (answer.status, answer.body)
+    allowed = {m.strip() for m in answer.header("allow").split(",")}
+    documented = {m.upper() for m in DOCUMENT["paths"][path] if m != "parameters"}
+    assert allowed == documented, (path, allowed, documented)
+
+
+@pytest.mark.parametrize("path", sorted(p for p, item in DOCUMENT["paths"].items() if "head" in item))
+def test_head_sends_the_headers_of_get_and_no_body(api, path):
+    """HEAD answers as GET does, the same status and headers (the length included), with
+    no body; the answer is held to the document's head operation."""
+    target = concrete(path)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    got = request(api, "GET", target, headers=auth)
+    head = request(api, "HEAD", target, headers=auth)
+    assert (head.status, head.body) == (got.status, b""), (head.status, head.body)
+    assert set(head.headers) == set(got.headers), (head.headers, got.headers)
+    assert head.header("content-length") == got.header("content-length")

@@ -52,13 +52,13 @@ enum APIRoute: Equatable {
     let segments = rest.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
     guard rest.hasPrefix("/") else { return .refuse(.notFound) }
     let parts = segments.map(String.init)
-    func only(_ methods: String, _ route: APIRoute) -> APIRoute {
+    func only(_ methods: String, _ route: APIRoute, head: Bool = true) -> APIRoute {
       switch request.method {
       case .options: return .preflight(methods: methods)
-      case .head where methods.contains("GET"): return route
+      case .head where head && methods.contains("GET"): return route
       case let method where methods.split(separator: ",").contains { $0.trimmed == method.rawValue }:
         return route
-      default: return .refuse(.methodNotAllowed(allow: allow(methods)))
+      default: return .refuse(.methodNotAllowed(allow: allow(methods, head: head)))
       }
     }
     switch parts.count {
@@ -75,7 +75,8 @@ enum APIRoute: Equatable {
     case 3 where parts[0] == "sessions" && SessionID.isValid(parts[1]) && parts[2] == "commands":
       return only("POST", .command(session: parts[1]))
     case 3 where parts[0] == "sessions" && SessionID.isValid(parts[1]) && parts[2] == "events":
-      return only("GET", .events(session: parts[1]))
+      // A stream has no HEAD: its headers are the start of the stream.
+      return only("GET", .events(session: parts[1]), head: false)
     default:
       return .refuse(.notFound)
     }

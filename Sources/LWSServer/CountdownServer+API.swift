@@ -42,6 +42,7 @@ enum APIStep {
 
 extension CountdownServer {
   static let openAPIFile = "openapi.json"
+  static let openAPILimit = 1 << 20
 
   private var cors: CORSPolicy {
     CORSPolicy(allowed: config.allowedOrigins.map { $0.lowercased() })
@@ -90,10 +91,6 @@ extension CountdownServer {
       guard let document = api.document else { return refuse(.notFound) }
       return write(APIResponse(status: 200, body: document), request)
     case .events:
-      // A stream has no HEAD: its headers are the start of the stream.
-      guard request.method == .get else {
-        return refuse(.methodNotAllowed(allow: APIRoute.allow("GET", head: false)))
-      }
       return .events
     case .read(let session):
       if request.method != .head, let step = clusterRead(wsi, session, request, peer: peer) {

@@ -146,7 +146,14 @@ public final class CountdownServer {
     info.protocols = UnsafePointer(makeProtocols())
     info.mounts = UnsafePointer(makeMounts())
     notFoundPage = Self.readFile(config.publicDirectory + "/404.html")
-    api.document = Self.readFile(config.publicDirectory + "/" + Self.openAPIFile)
+    // The document is the API's contract; it outgrew the small-file limit once and was
+    // then served as a silent 404.
+    api.document = Self.readFile(
+      config.publicDirectory + "/" + Self.openAPIFile, limit: Self.openAPILimit)
+    if api.document == nil {
+      Logger.shared.warn(
+        "openapi_unreadable", ["path": LogValue(config.publicDirectory + "/" + Self.openAPIFile)])
+    }
     info.retry_and_idle_policy = UnsafePointer(makeIdlePolicy())
     info.timeout_secs = UInt32(config.headerTimeoutSeconds)
     // fd_limit_per_thread stays unset on purpose: below the open-file limit,

@@ -212,4 +212,13 @@ import Testing
       APIRoute.of(APIRequest(method: .delete, path: "/api/v1/sessions/a/commands"))
         == .refuse(.methodNotAllowed(allow: "POST, OPTIONS")))
   }
+
+  /// An event stream has no HEAD, and every method it refuses names the same Allow.
+  @Test func anEventStreamRefusesHeadAndSaysSoAlike() {
+    for method in [APIRequest.Method.head, .delete, .put] {
+      #expect(
+        APIRoute.of(APIRequest(method: method, path: "/api/v1/sessions/a/events"))
+          == .refuse(.methodNotAllowed(allow: "GET, OPTIONS")), "\(method)")
+    }
+  }
 }
