@@ -65,8 +65,12 @@ let package = Package(
       name: "RedisCluster",
       dependencies: ["CountdownCore", "CHiredis", "Libev", "Observability"],
       exclude: ["countdown.lua"]),
-    // Foundation's URLSession only, and no other target, so that it builds for iOS and macOS too.
-    .target(name: "CountdownClient"),
+    // URLSession on Apple platforms; on Linux, whose URLSession spins while a stream idles,
+    // its own HTTP over connections that libcurl opens (`Curl`), so that it builds for iOS
+    // and macOS with no C library.
+    .target(
+      name: "CountdownClient",
+      dependencies: [.target(name: "Curl", condition: .when(platforms: [.linux]))]),
     // Debian's libcurl4-openssl-dev (so https works), seen through a modulemap
     // and a shim for its variadic setopt/getinfo calls.
     .systemLibrary(
@@ -74,10 +78,13 @@ let package = Package(
       pkgConfig: "libcurl",
       providers: [.apt(["libcurl4-openssl-dev"])]
     ),
-    // Standard Webhooks out of the outbox, on a thread of its own through
-    // libcurl's multi interface: the only module that imports CCurl.
+    // libcurl, fenced: the only module that imports CCurl. The multi interface for
+    // webhooks, and connect-only connections for the Linux client.
+    .target(name: "Curl", dependencies: ["CCurl"]),
+    // Standard Webhooks out of the outbox, on a thread of its own through libcurl's multi
+    // interface.
     .target(
-      name: "WebhookDelivery", dependencies: ["CountdownCore", "CCurl", "Observability"]),
+      name: "WebhookDelivery", dependencies: ["CountdownCore", "Curl", "Observability"]),
     .executableTarget(
       name: "countdown-server",
       dependencies: [

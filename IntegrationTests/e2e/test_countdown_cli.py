@@ -440,10 +440,10 @@ class LineReader:
         return self.lines.index(text)
 
 
-def test_watch_through_a_pipe(server, session_id):
-    """Through a pipe: one plain line per change (no spinner, colour or carriage return),
-    and --exit-on-finish exits 0 when the countdown elapses."""
-    proc = subprocess.Popen([cli_binary(), "watch", page_url(server, session_id), "--exit-on-finish"],
+def watch_a_run_to_its_finish(server, session_id: str, url: str, *options: str) -> LineReader:
+    """`watch URL --exit-on-finish OPTIONS` through a pipe while a 2 s run elapses: one line
+    per change, and exit 0 at the finish. Returns what it printed."""
+    proc = subprocess.Popen([cli_binary(), "watch", url, "--exit-on-finish", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         out = LineReader(proc)
@@ -453,10 +453,17 @@ def test_watch_through_a_pipe(server, session_id):
         assert proc.wait(5) == 0
         assert out.lines == ["idle  Ready", "running  2", "running  1",
                              "finished  Countdown finished  elapsed"], out.lines
-        assert b"\x1b" not in out.raw and b"\r" not in out.raw
+        return out
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_watch_through_a_pipe(server, session_id):
+    """Through a pipe: one plain line per change (no spinner, colour or carriage return),
+    and --exit-on-finish exits 0 when the countdown elapses."""
+    out = watch_a_run_to_its_finish(server, session_id, page_url(server, session_id))
+    assert b"\x1b" not in out.raw and b"\r" not in out.raw
 
 
 @pytest.mark.parametrize("op,status", [("done", 0), ("fail", 1)])

@@ -23,6 +23,7 @@ from opskit import scrape, value, wait_log, wait_scrape
 from serverproc import PUBLIC_DIR, REPO_ROOT, server_binary, start_server
 # The webhook tests' receiver: every request verified with PyPI's standardwebhooks.
 from hookkit import SECRET as STORE_SECRET, Receiver, of, receiver  # noqa: F401 (a fixture)
+from tlskit import private_ca
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 URL = "http://127.0.0.1:9/hook"
@@ -425,25 +426,6 @@ async def test_https_is_spoken_and_an_untrusted_certificate_refused(tmp_path):
         srv.stop_and_check()
         tls_server.shutdown()
         tls_server.server_close()
-
-
-def private_ca(directory: Path) -> tuple[Path, Path, Path]:
-    """An operator's own CA and a certificate for 127.0.0.1 that it signed, made with
-    openssl: (the CA's certificate, the server's certificate, its key)."""
-    ca_key, ca = directory / "ca-key.pem", directory / "ca.pem"
-    key, request, cert = directory / "key.pem", directory / "req.pem", directory / "cert.pem"
-    ext = directory / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    for args in (
-        ["req", "-x509", *curve, "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=Test CA",
-         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"],
-        ["req", "-new", *curve, "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
-         "-days", "1", "-extfile", ext],
-    ):
-        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-    return ca, cert, key
 
 
 @run_async

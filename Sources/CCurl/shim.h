@@ -70,6 +70,30 @@ static inline int cdc_multi_next_done(CURLM *multi, CURL **easy, CURLcode *resul
   return 0;
 }
 
+/// A connection and nothing more (CURLOPT_CONNECT_ONLY): curl resolves, connects and, for
+/// https, verifies the peer (against `caFile` when not NULL) and shakes hands; the caller
+/// then speaks HTTP itself through curl_easy_send and curl_easy_recv. No signals, and no
+/// protocol but http and https.
+static inline CURLcode cdc_easy_connect_only(
+    CURL *easy, const char *url, const char *caFile, long timeoutMs) {
+  CURLcode code = CURLE_OK;
+  if ((code = curl_easy_setopt(easy, CURLOPT_URL, url)) != CURLE_OK) return code;
+  if ((code = curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https")) != CURLE_OK) return code;
+  if ((code = curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L)) != CURLE_OK) return code;
+  if ((code = curl_easy_setopt(easy, CURLOPT_CONNECT_ONLY, 1L)) != CURLE_OK) return code;
+  if ((code = curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeoutMs)) != CURLE_OK) return code;
+  if (caFile != NULL && (code = curl_easy_setopt(easy, CURLOPT_CAINFO, caFile)) != CURLE_OK)
+    return code;
+  return CURLE_OK;
+}
+
+/// The connected socket of a connect-only handle, -1 when there is none.
+static inline int cdc_easy_socket(CURL *easy) {
+  curl_socket_t socket = CURL_SOCKET_BAD;
+  if (curl_easy_getinfo(easy, CURLINFO_ACTIVESOCKET, &socket) != CURLE_OK) return -1;
+  return socket == CURL_SOCKET_BAD ? -1 : (int)socket;
+}
+
 /// Once per process, before any thread uses libcurl (its flags are macros).
 static inline CURLcode cdc_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT); }
 

@@ -29,12 +29,18 @@ public struct Invocation: Equatable, Sendable {
   public var url: String
   public var session: String?
   public var tokenFile: String?
+  /// `--cacert`: the PEM certificates an https server is verified against.
+  public var caFile: String?
 
-  public init(action: Action, url: String = "", session: String? = nil, tokenFile: String? = nil) {
+  public init(
+    action: Action, url: String = "", session: String? = nil, tokenFile: String? = nil,
+    caFile: String? = nil
+  ) {
     self.action = action
     self.url = url
     self.session = session
     self.tokenFile = tokenFile
+    self.caFile = caFile
   }
 }
 
@@ -65,6 +71,8 @@ public let usageText = """
   options for every command:
     --session ID        the session, when URL does not name it
     --token-file PATH   read the bearer token from PATH (or set COUNTDOWN_TOKEN)
+    --cacert PATH       verify an https server against the PEM certificates in
+                        PATH, not the system's (Linux)
 
   exit status: 0 done, 1 refused or failed, 2 usage, 3 server unreachable;
   run exits with its command's status.
@@ -72,7 +80,7 @@ public let usageText = """
 
 private enum Kind { case flag, value }
 
-/// The options each command takes, beyond --session and --token-file.
+/// The options each command takes, beyond --session, --token-file and --cacert.
 private func options(of command: String) -> [String: Kind]? {
   switch command {
   case "watch": return ["--exit-on-finish": .flag]
@@ -138,7 +146,7 @@ extension Invocation {
             + "set COUNTDOWN_TOKEN or use --token-file PATH")
       }
       let kind: Kind? =
-        name == "--session" || name == "--token-file" ? .value : allowed[name]
+        ["--session", "--token-file", "--cacert"].contains(name) ? .value : allowed[name]
       guard let kind else { throw UsageError("\(command) takes no option \(quoted(name))") }
       if values[name] != nil || flags.contains(name) {
         throw UsageError("\(name) is given twice")
@@ -172,7 +180,8 @@ extension Invocation {
     let action = try makeAction(
       command, values: values, flags: flags, child: child, operand: operands.first)
     return Invocation(
-      action: action, url: url, session: values["--session"], tokenFile: values["--token-file"])
+      action: action, url: url, session: values["--session"], tokenFile: values["--token-file"],
+      caFile: values["--cacert"])
   }
 
   /// Operands after the URL: a message's text (none with --clear), blackout's on or off.

@@ -80,6 +80,13 @@ func makeClient(
   _ invocation: Invocation, environment: [String: String],
   configuration: CountdownClient.Configuration = .init()
 ) throws -> CountdownClient {
+  var configuration = configuration
+  if let path = invocation.caFile {
+    guard FileManager.default.isReadableFile(atPath: path) else {
+      throw UsageError("cannot read the certificate file \(quoted(path))")
+    }
+    configuration.caFile = path
+  }
   var fileText: String? = nil
   if let path = invocation.tokenFile {
     guard let data = FileManager.default.contents(atPath: path), data.count <= 65_536 else {

@@ -26,6 +26,10 @@ public final class CountdownClient: Sendable {
     /// Seconds of silence after which an event stream counts as lost. The server writes at
     /// least a keepalive every 13 s.
     public var streamIdleTimeout: Double = 30
+    /// A PEM file of the certificates an https server is verified against, in place of the
+    /// system's (a server signed by a private CA). Linux only: Apple platforms verify with
+    /// the system's trust settings.
+    public var caFile: String?
 
     public init() {}
   }
@@ -194,7 +198,12 @@ public final class CountdownClient: Sendable {
   /// One round trip, whatever its status, bounded in time and size (`Exchange`).
   func exchange(_ req: URLRequest) async throws -> Exchange.Answer {
     do {
-      return try await Exchange.perform(req, timeout: configuration.requestTimeout)
+      #if canImport(Glibc)
+        return try await Exchange.perform(
+          req, timeout: configuration.requestTimeout, caFile: configuration.caFile)
+      #else
+        return try await Exchange.perform(req, timeout: configuration.requestTimeout)
+      #endif
     } catch let error as CountdownError {
       throw error
     } catch {

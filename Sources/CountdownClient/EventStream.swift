@@ -112,15 +112,15 @@ extension CountdownClient {
 }
 
 extension CountdownClient {
-  /// The stream's transport: on Linux a socket of its own for `http` (URLSession's spins
-  /// there while a stream is idle: see `SocketStream`), else URLSession.
+  /// The stream's transport: on Linux a connection of its own (URLSession's spins there
+  /// while a stream is idle: see `SocketStream`), else URLSession.
   func openStream(_ req: URLRequest) -> any StreamConnection {
     #if canImport(Glibc)
-      if req.url?.scheme?.lowercased() == "http" {
-        return SocketStream(req, connectTimeout: configuration.requestTimeout)
-      }
+      return SocketStream(
+        req, connectTimeout: configuration.requestTimeout, caFile: configuration.caFile)
+    #else
+      return StreamingRequest(req)
     #endif
-    return StreamingRequest(req)
   }
 }
 

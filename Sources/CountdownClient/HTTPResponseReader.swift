@@ -43,6 +43,9 @@ struct HTTPResponseReader: Sendable {
 
   private var head: [UInt8] = []
   private var body: Body? = nil
+
+  /// Whether any byte of the answer has come.
+  var started: Bool { !head.isEmpty || body != nil }
   private var line: [UInt8] = []
   private var done = false
 

@@ -107,9 +107,9 @@ final class ChunkQueue: @unchecked Sendable {
 }
 
 /// One streaming GET through URLSession's delegate API, which every platform's URLSession
-/// has (Linux's has no `bytes(for:)`). Used on Apple platforms, and on Linux for https only:
+/// has. Used on Apple platforms only (still compiled on Linux, so it is type-checked here):
 /// there swift-corelibs-foundation leaves a write source on the socket once the request is
-/// sent, and an idle stream spins (see `SocketStream`). Redirects are not followed.
+/// sent, and an idle stream spins (see `CurlTransfer`). Redirects are not followed.
 final class StreamingRequest: NSObject, URLSessionDataDelegate, StreamConnection,
   @unchecked Sendable
 {

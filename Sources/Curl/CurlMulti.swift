@@ -1,17 +1,16 @@
 import CCurl
 
-/// libcurl's multi interface as the delivery thread uses it: POSTs run side
-/// by side on one thread, each known by a tag. Every libcurl call and every
-/// pointer of this module ends here; the handle is made, used and freed on
-/// the delivery thread only.
-final class CurlMulti {
+/// libcurl's multi interface as the webhook delivery thread uses it: POSTs run side
+/// by side on one thread, each known by a tag. The handle is made, used and freed on
+/// that thread only.
+public final class CurlMulti {
   /// A finished request: its tag, and the HTTP status or why none came.
-  struct Done {
-    let tag: Int
+  public struct Done: Sendable {
+    public let tag: Int
     /// 0 when no response came.
-    let status: Int
+    public let status: Int
     /// curl's reason when the transfer failed (timeout, refused, TLS).
-    let failure: String?
+    public let failure: String?
   }
 
   private let multi: UnsafeMutableRawPointer
@@ -22,7 +21,7 @@ final class CurlMulti {
   private let caFile: String?
 
   /// `wakeFD` ends a `poll` when it turns readable.
-  init(wakeFD: Int32, caFile: String? = nil) {
+  public init(wakeFD: Int32, caFile: String? = nil) {
     guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
     self.multi = multi
     self.caFile = caFile
@@ -30,12 +29,13 @@ final class CurlMulti {
   }
 
   /// Once per process, before any transfer: libcurl's own set-up.
-  static func initialise() -> Bool { cdc_global_init() == CURLE_OK }
+  public static func initialise() -> Bool { cdc_global_init() == CURLE_OK }
 
-  var count: Int { transfers.count }
+  public var count: Int { transfers.count }
 
   /// Starts a POST of `body` with `headers`; false if libcurl refused it.
-  func post(tag: Int, url: String, body: [UInt8], headers: [String], timeoutMs: Int) -> Bool {
+  public func post(tag: Int, url: String, body: [UInt8], headers: [String], timeoutMs: Int) -> Bool
+  {
     guard let easy = curl_easy_init() else { return false }
     var list: UnsafeMutablePointer<curl_slist>?
     for line in headers { list = curl_slist_append(list, line) }
@@ -52,7 +52,7 @@ final class CurlMulti {
 
   /// Moves every transfer on as far as it goes without waiting, and returns
   /// those that finished.
-  func perform() -> [Done] {
+  public func perform() -> [Done] {
     var running: Int32 = 0
     _ = curl_multi_perform(multi, &running)
     var finished: [Done] = []
@@ -70,14 +70,14 @@ final class CurlMulti {
 
   /// Waits for socket activity, a curl timer, the wake-up descriptor, or
   /// `timeoutMs`; true when the wake-up descriptor was readable.
-  func poll(timeoutMs: Int) -> Bool {
+  public func poll(timeoutMs: Int) -> Bool {
     wakeUps[0].revents = 0
     _ = curl_multi_poll(multi, &wakeUps, 1, Int32(clamping: timeoutMs), nil)
     return wakeUps[0].revents != 0
   }
 
   /// Abandons a transfer: its connection is closed if it was under way.
-  func remove(_ tag: Int) {
+  public func remove(_ tag: Int) {
     guard let transfer = transfers.removeValue(forKey: tag) else { return }
     curl_multi_remove_handle(multi, transfer.easy)
     curl_easy_cleanup(transfer.easy)

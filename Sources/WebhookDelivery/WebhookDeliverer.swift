@@ -1,4 +1,5 @@
 import CountdownCore
+import Curl
 import Dispatch
 import Observability
 import Synchronization
